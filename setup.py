@@ -33,11 +33,15 @@ def extensions() -> list:  # type: ignore[type-arg]
         from Cython.Build import cythonize
     except ImportError:
         return []
-    return cythonize(
-        ["narad/_speedups/*.pyx"],
-        compiler_directives={"language_level": "3", "boundscheck": False, "wraparound": False},
-        quiet=True,
-    )
+    try:
+        return cythonize(
+            ["narad/_speedups/*.pyx"],
+            compiler_directives={"language_level": "3", "boundscheck": False, "wraparound": False},
+            quiet=True,
+        )
+    except Exception as exc:  # noqa: BLE001 - a failed translation means "no speedups"
+        print(f"narad: speedups not translated ({exc}); using pure Python")
+        return []
 
 
 setup(ext_modules=extensions(), cmdclass={"build_ext": OptionalBuildExt})

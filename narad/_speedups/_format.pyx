@@ -1,0 +1,155 @@
+# cython: language_level=3, boundscheck=False, wraparound=False, cdivision=True
+"""Compiled twin of narad/log/format.py: same bytes, same scans, same errors.
+
+The pure-Python module is the reference; read it (and docs/log-format.md) first.
+"""
+
+from cpython.bytearray cimport PyByteArray_AS_STRING, PyByteArray_GET_SIZE, PyByteArray_Resize
+from cpython.bytes cimport PyBytes_AS_STRING, PyBytes_FromStringAndSize
+from libc.stdint cimport uint8_t, uint32_t, uint64_t
+from libc.string cimport memcpy
+
+from crc32c import crc32c as _crc32c
+
+from narad.log.format import (
+    FORMAT_VERSION,
+    HEADER_BYTES,
+    LENGTH_MIN,
+    RECORD_BYTES_MAX,
+    SCAN_BAD,
+    SCAN_OK,
+    SCAN_SHORT,
+    Record,
+)
+
+cdef Py_ssize_t C_HEADER = HEADER_BYTES
+cdef uint64_t C_LENGTH_MIN = LENGTH_MIN
+cdef uint64_t C_RECORD_MAX = RECORD_BYTES_MAX
+cdef int C_VERSION = FORMAT_VERSION
+
+
+cdef inline uint32_t rd32(const uint8_t* p) noexcept nogil:
+    return <uint32_t>p[0] | (<uint32_t>p[1] << 8) | (<uint32_t>p[2] << 16) | (<uint32_t>p[3] << 24)
+
+
+cdef inline uint64_t rd64(const uint8_t* p) noexcept nogil:
+    return <uint64_t>rd32(p) | (<uint64_t>rd32(p + 4) << 32)
+
+
+cdef inline void wr32(uint8_t* p, uint32_t v) noexcept nogil:
+    p[0] = v & 0xFF
+    p[1] = (v >> 8) & 0xFF
+    p[2] = (v >> 16) & 0xFF
+    p[3] = (v >> 24) & 0xFF
+
+
+cdef inline void wr64(uint8_t* p, uint64_t v) noexcept nogil:
+    wr32(p, <uint32_t>v)
+    wr32(p + 4, <uint32_t>(v >> 32))
+
+
+def encode_into(bytearray buf, uint64_t offset, uint64_t timestamp_ms, uint32_t epoch,
+                int flags, uint64_t id_ms, uint64_t id_seq, payload):
+    cdef const uint8_t[::1] data = payload
+    cdef Py_ssize_t n = data.shape[0]
+    cdef uint64_t length = C_LENGTH_MIN + <uint64_t>n
+    if length > C_RECORD_MAX:
+        raise ValueError(f"record of {length} bytes exceeds the maximum of {RECORD_BYTES_MAX}")
+    if flags < 0 or flags > 255:
+        raise OverflowError("flags out of range")
+    cdef Py_ssize_t start = PyByteArray_GET_SIZE(buf)
+    PyByteArray_Resize(buf, start + C_HEADER + n)
+    cdef uint8_t* p = <uint8_t*>PyByteArray_AS_STRING(buf) + start
+    wr32(p, <uint32_t>length)
+    p[8] = C_VERSION
+    p[9] = flags
+    wr32(p + 10, epoch)
+    wr64(p + 14, offset)
+    wr64(p + 22, timestamp_ms)
+    wr64(p + 30, id_ms)
+    wr64(p + 38, id_seq)
+    if n:
+        memcpy(p + C_HEADER, &data[0], n)
+    cdef uint32_t crc = _crc32c(memoryview(buf)[start + 8:start + C_HEADER + n])
+    p = <uint8_t*>PyByteArray_AS_STRING(buf) + start
+    wr32(p + 4, crc)
+
+
+def scan(buf, Py_ssize_t start, Py_ssize_t base_position, Py_ssize_t count_max):
+    cdef const uint8_t[::1] data = buf
+    view = memoryview(buf)
+    cdef Py_ssize_t size = data.shape[0]
+    cdef Py_ssize_t pos = start
+    cdef Py_ssize_t end
+    cdef uint64_t length
+    cdef uint32_t crc
+    cdef const uint8_t* p
+    records = []
+    while len(records) < count_max:
+        if size - pos < C_HEADER:
+            if pos == size:
+                break
+            return records, pos, SCAN_SHORT, HEADER_BYTES
+        p = &data[pos]
+        length = rd32(p)
+        crc = rd32(p + 4)
+        if length < C_LENGTH_MIN or length > C_RECORD_MAX:
+            return records, pos, SCAN_BAD, f"bad length {length}"
+        end = pos + 4 + <Py_ssize_t>length
+        if end > size:
+            return records, pos, SCAN_SHORT, 4 + <Py_ssize_t>length
+        if <uint32_t>_crc32c(view[pos + 8:end]) != crc:
+            return records, pos, SCAN_BAD, "CRC mismatch"
+        if p[8] != C_VERSION:
+            return records, pos, SCAN_BAD, f"unknown format version {p[8]}"
+        payload = PyBytes_FromStringAndSize(<const char*>(p + C_HEADER), end - pos - C_HEADER)
+        records.append(Record(rd64(p + 14), rd64(p + 22), rd32(p + 10), p[9],
+                              rd64(p + 30), rd64(p + 38), payload, base_position + pos))
+        pos = end
+    return records, pos, SCAN_OK, 0
+
+
+def encode_fields(fields):
+    cdef Py_ssize_t count = len(fields)
+    cdef Py_ssize_t total = 4 + 4 * count
+    cdef Py_ssize_t i, n
+    for item in fields:
+        total += len(item)
+    out = PyBytes_FromStringAndSize(NULL, total)
+    cdef uint8_t* p = <uint8_t*>PyBytes_AS_STRING(out)
+    cdef const uint8_t[::1] data
+    wr32(p, <uint32_t>count)
+    p += 4
+    for item in fields:
+        data = item
+        n = data.shape[0]
+        wr32(p, <uint32_t>n)
+        p += 4
+        if n:
+            memcpy(p, &data[0], n)
+        p += n
+    return out
+
+
+def decode_fields(bytes payload):
+    cdef const uint8_t* p = <const uint8_t*>PyBytes_AS_STRING(payload)
+    cdef Py_ssize_t total = len(payload)
+    cdef Py_ssize_t pos = 4
+    cdef uint32_t count, i
+    cdef Py_ssize_t size
+    if total < 4:
+        raise ValueError("entry payload is truncated")
+    count = rd32(p)
+    fields = []
+    for i in range(count):
+        if pos + 4 > total:
+            raise ValueError("entry payload is truncated")
+        size = rd32(p + pos)
+        pos += 4
+        if pos + size > total:
+            raise ValueError("entry payload is truncated")
+        fields.append(PyBytes_FromStringAndSize(<const char*>(p + pos), size))
+        pos += size
+    if pos != total:
+        raise ValueError("entry payload has trailing bytes")
+    return fields

@@ -1,0 +1,142 @@
+"""Group commit: one write and (under `fsync always`) one fsync per log for
+everything appended since the last commit, shared by every waiting appender.
+
+Owned by the event loop thread. Appenders buffer records with `Log.append`, then
+either the caller runs `commit()` at a point of its choosing (the server does so once
+per event-loop iteration, before any reply of that iteration leaves), or awaits
+`flush(log)`, which schedules one commit for the end of the current loop iteration
+and wakes every awaiting task when it is done.
+
+What a finished commit promises, by policy (../DESIGN.md, "committed"):
+- always: every buffered record of every noted log is durable.
+- everysec / no: every buffered record is appended (in the file, maybe only in the
+  page cache). Under everysec a background thread fsyncs written logs about once a
+  second; under no, the OS decides.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import threading
+from dataclasses import dataclass
+
+from narad.log.log import FsyncPolicy, Log, LogFailed
+
+logger = logging.getLogger("narad.log")
+
+EVERYSEC_INTERVAL_S = 1.0
+
+
+@dataclass
+class CommitStats:
+    commits: int = 0  # commits that wrote something
+    records: int = 0  # records those commits carried
+    fsyncs: int = 0  # fsync calls issued for them (the everysec thread's included)
+
+
+class GroupCommit:
+    def __init__(self, policy: FsyncPolicy) -> None:
+        self.policy = policy
+        self.stats = CommitStats()
+        self._dirty: dict[Log, None] = {}  # logs with buffered records, in first-touch order
+        self._waiters: asyncio.Future[None] | None = None
+        self._unsynced: set[Log] = set()  # everysec: logs written since the last fsync
+        self._unsynced_lock = threading.Lock()
+        self._stop = threading.Event()
+        self._thread: threading.Thread | None = None
+        if policy is FsyncPolicy.EVERYSEC:
+            self._thread = threading.Thread(target=self._everysec, name="narad-fsync", daemon=True)
+            self._thread.start()
+
+    def note(self, log: Log) -> None:
+        """`log` has buffered records that the next commit must carry."""
+        self._dirty[log] = None
+
+    @property
+    def pending(self) -> bool:
+        return bool(self._dirty)
+
+    def commit(self) -> list[Log]:
+        """Write (and under `always` fsync) every noted log; return them.
+
+        A log that fails raises LogFailed to the caller after the others are done,
+        so one broken log does not hold back the rest.
+        """
+        logs = list(self._dirty)
+        self._dirty.clear()
+        failed: LogFailed | None = None
+        written: list[Log] = []
+        for log in logs:
+            records = log.next_offset - log.written_end
+            try:
+                log.write()
+            except LogFailed as exc:
+                failed = failed or exc
+                continue
+            self.stats.records += records
+            written.append(log)
+        if written:
+            self.stats.commits += 1
+        failed = self._make_durable(written) or failed
+        if failed is not None:
+            raise failed
+        return logs
+
+    def _make_durable(self, logs: list[Log]) -> LogFailed | None:
+        if self.policy is FsyncPolicy.EVERYSEC:
+            with self._unsynced_lock:
+                self._unsynced.update(logs)
+            return None
+        if self.policy is not FsyncPolicy.ALWAYS:
+            return None
+        failed: LogFailed | None = None
+        for log in logs:
+            try:
+                if log.sync():
+                    self.stats.fsyncs += 1
+            except LogFailed as exc:
+                failed = failed or exc
+        return failed
+
+    async def flush(self, log: Log) -> None:
+        """Wait until `log`'s buffered records are committed (see the module doc)."""
+        self.note(log)
+        if self._waiters is None:
+            loop = asyncio.get_running_loop()
+            self._waiters = loop.create_future()
+            loop.call_soon(self._commit_and_wake)
+        await asyncio.shield(self._waiters)
+
+    def _commit_and_wake(self) -> None:
+        waiters, self._waiters = self._waiters, None
+        assert waiters is not None
+        try:
+            self.commit()
+        except LogFailed as exc:
+            waiters.set_exception(exc)
+            return
+        waiters.set_result(None)
+
+    def _everysec(self) -> None:
+        while not self._stop.wait(EVERYSEC_INTERVAL_S):
+            self.sync_written()
+
+    def sync_written(self) -> None:
+        """Fsync every log written since the last call (the everysec duty)."""
+        with self._unsynced_lock:
+            logs, self._unsynced = self._unsynced, set()
+        for log in logs:
+            try:
+                if log.sync():
+                    self.stats.fsyncs += 1
+            except LogFailed as exc:
+                logger.error("background fsync failed: %s", exc)
+
+    def close(self) -> None:
+        """Stop the background thread after a last fsync of what it still owed."""
+        if self._thread is not None:
+            self._stop.set()
+            self._thread.join()
+            self._thread = None
+            self.sync_written()

@@ -1,0 +1,169 @@
+"""Record framing: bytes in, records out, and the reverse. No file I/O.
+
+The byte layout is specified in docs/log-format.md; every constant here is named
+there. This module is the reference implementation: narad/_speedups/_format.pyx is
+its compiled twin and must give identical bytes and identical scans, and is picked at
+import time unless NARAD_PURE=1.
+"""
+
+from __future__ import annotations
+
+import struct
+from collections.abc import Sequence
+from typing import NamedTuple
+
+from crc32c import crc32c
+
+from narad._speedups import load
+
+FORMAT_VERSION = 1
+
+# Byte sizes of the record frame (docs/log-format.md, "A record").
+LENGTH_BYTES = 4
+CRC_BYTES = 4
+HEADER_BYTES = 46
+# `length` counts every byte after the length field; a record with an empty
+# payload has length 42.
+LENGTH_MIN = HEADER_BYTES - LENGTH_BYTES
+# A record larger than this is treated as corrupt on read and refused on write.
+RECORD_BYTES_MAX = 1 << 30
+
+# Flag bits. The log stores them and never interprets them.
+FLAG_ENTRY = 0x01  # the payload is a stream entry's field/value list
+
+# Outcome of `scan`.
+SCAN_OK = 0  # stopped at the end of the buffer or after `count_max` records
+SCAN_SHORT = 1  # the next record does not fit in the buffer; detail = its full size
+SCAN_BAD = 2  # the next record fails its length, version or CRC check; detail = why
+
+_HEAD = struct.Struct("<II")  # length, crc
+_TAIL = struct.Struct("<BBIQQQQ")  # version, flags, epoch, offset, timestamp, id_ms, id_seq
+_U32 = struct.Struct("<I")
+
+
+class Record(NamedTuple):
+    """One record as read back from a segment."""
+
+    offset: int
+    timestamp_ms: int
+    epoch: int
+    flags: int
+    id_ms: int
+    id_seq: int
+    payload: bytes
+    position: int  # byte position of the record's frame in its segment file
+
+    @property
+    def size(self) -> int:
+        """Bytes the record occupies on disk, frame included."""
+        return HEADER_BYTES + len(self.payload)
+
+
+def encode_into(
+    buf: bytearray,
+    offset: int,
+    timestamp_ms: int,
+    epoch: int,
+    flags: int,
+    id_ms: int,
+    id_seq: int,
+    payload: bytes,
+) -> None:
+    """Append one framed record to `buf`."""
+    length = LENGTH_MIN + len(payload)
+    if length > RECORD_BYTES_MAX:
+        raise ValueError(f"record of {length} bytes exceeds the maximum of {RECORD_BYTES_MAX}")
+    tail = _TAIL.pack(FORMAT_VERSION, flags, epoch, offset, timestamp_ms, id_ms, id_seq)
+    buf += _HEAD.pack(length, crc32c(payload, crc32c(tail)))
+    buf += tail
+    buf += payload
+
+
+def scan(
+    buf: bytes | bytearray | memoryview,
+    start: int,
+    base_position: int,
+    count_max: int,
+) -> tuple[list[Record], int, int, int | str]:
+    """Parse and verify consecutive records in `buf` from index `start`.
+
+    Returns (records, end, status, detail): `end` is the index just past the last
+    good record. With SCAN_SHORT, `detail` is the full size of the record that did not
+    fit (or HEADER_BYTES when not even its length is there); with SCAN_BAD it says
+    what failed. A record's `position` is `base_position` plus its index in `buf`.
+    """
+    view = memoryview(buf)
+    size = len(view)
+    records: list[Record] = []
+    pos = start
+    while len(records) < count_max:
+        if size - pos < HEADER_BYTES:
+            if pos == size:
+                break
+            return records, pos, SCAN_SHORT, HEADER_BYTES
+        length, crc = _HEAD.unpack_from(view, pos)
+        if length < LENGTH_MIN or length > RECORD_BYTES_MAX:
+            return records, pos, SCAN_BAD, f"bad length {length}"
+        end = pos + LENGTH_BYTES + length
+        if end > size:
+            return records, pos, SCAN_SHORT, LENGTH_BYTES + length
+        if crc32c(view[pos + 8 : end]) != crc:
+            return records, pos, SCAN_BAD, "CRC mismatch"
+        version, flags, epoch, offset, timestamp_ms, id_ms, id_seq = _TAIL.unpack_from(
+            view, pos + 8
+        )
+        if version != FORMAT_VERSION:
+            return records, pos, SCAN_BAD, f"unknown format version {version}"
+        payload = bytes(view[pos + HEADER_BYTES : end])
+        records.append(
+            Record(offset, timestamp_ms, epoch, flags, id_ms, id_seq, payload, base_position + pos)
+        )
+        pos = end
+    return records, pos, SCAN_OK, 0
+
+
+def encode_fields(fields: Sequence[bytes]) -> bytes:
+    """The entry payload for a flat field, value, field, value ... list."""
+    parts = [_U32.pack(len(fields))]
+    for item in fields:
+        parts.append(_U32.pack(len(item)))
+        parts.append(item)
+    return b"".join(parts)
+
+
+def decode_fields(payload: bytes) -> list[bytes]:
+    """The flat field/value list of an entry payload; ValueError if malformed."""
+    total = len(payload)
+    if total < 4:
+        raise ValueError("entry payload is truncated")
+    (count,) = _U32.unpack_from(payload, 0)
+    fields: list[bytes] = []
+    pos = 4
+    for _ in range(count):
+        if pos + 4 > total:
+            raise ValueError("entry payload is truncated")
+        (size,) = _U32.unpack_from(payload, pos)
+        pos += 4
+        if pos + size > total:
+            raise ValueError("entry payload is truncated")
+        fields.append(payload[pos : pos + size])
+        pos += size
+    if pos != total:
+        raise ValueError("entry payload has trailing bytes")
+    return fields
+
+
+# The pure-Python functions above stay importable under these names for tests that
+# compare both paths.
+pure_encode_into = encode_into
+pure_scan = scan
+pure_encode_fields = encode_fields
+pure_decode_fields = decode_fields
+
+_twin = load("_format")
+if _twin is not None:
+    encode_into = _twin.encode_into
+    scan = _twin.scan
+    encode_fields = _twin.encode_fields
+    decode_fields = _twin.decode_fields
+SPEEDUPS = _twin is not None

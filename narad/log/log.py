@@ -1,0 +1,646 @@
+"""A log: a folder of segments, appended to by one writer, read by anyone.
+
+Contracts (the words are those of ../DESIGN.md, "The words are contracts"):
+
+- `append` only encodes a record into the writer's buffer; it is *appended* once
+  `write` has put it in the active segment file (page cache), and *durable* once
+  `sync` has fsynced it. Offsets below `written_end` are readable; offsets below
+  `durable_end` survive a crash of the machine.
+- Offsets are dense and monotonic; stream IDs and timestamps are non-decreasing.
+- After `open` everything in the log is durable (recovery ends with an fsync).
+- An I/O error while writing or fsyncing fails the log for good: later writes raise
+  LogFailed with the first error; nothing is retried, since a failed fsync may have
+  dropped dirty pages that a retry would report as clean.
+- Creating or deleting a segment fsyncs the folder; checkpoints are atomic.
+
+Concurrency: one writer thread calls append / write / roll / truncate / retention;
+`sync` may run on another thread (the everysec flusher); `_lock` guards what the two
+share. Reads run on the writer's thread.
+"""
+
+from __future__ import annotations
+
+import bisect
+import enum
+import logging
+import os
+import threading
+import time
+from collections.abc import Callable, Iterator
+from dataclasses import dataclass
+from pathlib import Path
+
+from narad.log import checkpoint, format
+from narad.log.checkpoint import fsync_dir
+from narad.log.format import SCAN_BAD, SCAN_OK, Record
+from narad.log.index import SparseIndex
+from narad.log.segment import CorruptSegment, Segment, parse_segment_name
+
+logger = logging.getLogger("narad.log")
+
+START_CHECKPOINT = "start.checkpoint"
+EPOCHS_CHECKPOINT = "epochs.checkpoint"
+# A recovery scan logs its progress every this many bytes.
+PROGRESS_BYTES = 256 * 1024 * 1024
+
+
+class FsyncPolicy(enum.Enum):
+    ALWAYS = "always"  # an append is durable before it is acknowledged
+    EVERYSEC = "everysec"  # fsync about once a second in the background
+    NO = "no"  # never fsync on the write path; the OS decides
+
+
+@dataclass(frozen=True)
+class LogConfig:
+    segment_bytes: int = 64 * 1024 * 1024  # roll before a segment passes this size
+    segment_ms: int = 7 * 24 * 3600 * 1000  # roll when the first record is older (0: never)
+    retention_ms: int = 0  # delete sealed segments whose newest record is older (0: keep)
+    retention_bytes: int = 0  # delete oldest sealed segments beyond this total (0: keep)
+    fsync: FsyncPolicy = FsyncPolicy.ALWAYS
+
+
+class LogFailed(Exception):
+    """The log met an I/O error on its write path and refuses further writes."""
+
+
+class LogCorrupted(Exception):
+    """The log cannot be opened as it is on disk: `narad check` says more."""
+
+
+def _last_entry_valid(seg: Segment, index: SparseIndex) -> bool:
+    """Whether the index's last entry names a valid record with that offset and ID."""
+    offset, position, id_ms, id_seq = index.entry(len(index) - 1)
+    rec = seg.record_at(position)
+    return rec is not None and (rec.offset, rec.id_ms, rec.id_seq) == (offset, id_ms, id_seq)
+
+
+def _take(records: Iterator[Record], count_max: int, bytes_max: int) -> list[Record]:
+    """The first records of `records`: at most `count_max`, and no more than
+    `bytes_max` bytes of them unless the very first alone is larger."""
+    out: list[Record] = []
+    size = 0
+    if count_max <= 0:
+        return out
+    for rec in records:
+        if out and size + rec.size > bytes_max:
+            break
+        out.append(rec)
+        size += rec.size
+        if len(out) >= count_max:
+            break
+    return out
+
+
+def wall_clock_ms() -> int:
+    return time.time_ns() // 1_000_000
+
+
+class Log:
+    """See the module docstring for the contracts."""
+
+    def __init__(self, path: Path, config: LogConfig, clock: Callable[[], int]) -> None:
+        self.path = path
+        self.config = config
+        self.clock = clock
+        self.segments: list[Segment] = []
+        self._bases: list[int] = []  # base offsets of `segments`, for bisect
+        self._pending = bytearray()  # encoded records not yet written
+        self._pending_offset = 0  # offset of the first record in _pending
+        self._pending_records = 0  # records in _pending
+        self._lock = threading.Lock()
+        self.written_end = 0  # offsets below this are in the active file
+        self.durable_end = 0  # offsets below this are fsynced
+        self.start_offset = 0  # logical first offset (see start.checkpoint)
+        self.epochs: list[tuple[int, int]] = []  # (epoch, first offset), increasing
+        self.failure: str | None = None
+        self.last_id = (0, 0)
+        self.last_timestamp_ms = 0
+
+    # -- opening and closing ----------------------------------------------------------
+
+    @classmethod
+    def open(
+        cls,
+        path: Path | str,
+        config: LogConfig | None = None,
+        clock: Callable[[], int] = wall_clock_ms,
+    ) -> Log:
+        """Open (creating if needed) the log in folder `path`, recovering its tail."""
+        log = cls(Path(path), config or LogConfig(), clock)
+        log._open()
+        return log
+
+    def _open(self) -> None:
+        self.path.mkdir(parents=True, exist_ok=True)
+        for stray in self.path.glob("*" + checkpoint.TEMP_SUFFIX):
+            stray.unlink()
+        bases = sorted(
+            base for p in self.path.iterdir() if (base := parse_segment_name(p.name)) is not None
+        )
+        start = self._read_start_checkpoint()
+        try:
+            for base in bases:
+                self._add_segment(Segment(self.path, base))
+            for seg in self.segments[:-1]:
+                self._open_sealed(seg)
+            if self.segments:
+                self._recover_active(self.segments[-1])
+        except CorruptSegment as exc:
+            self.close()
+            raise LogCorrupted(str(exc)) from exc
+        if not self.segments:
+            self._add_segment(Segment(self.path, start, create=True))
+            fsync_dir(self.path)
+        self._check_contiguous()
+        active = self.active
+        tail = active if not active.empty or len(self.segments) == 1 else self.segments[-2]
+        self.last_id = tail.last_id
+        self.last_timestamp_ms = tail.last_timestamp_ms
+        self.written_end = self.durable_end = self._pending_offset = active.next_offset
+        self.start_offset = max(start, self.segments[0].base_offset)
+        self.start_offset = min(self.start_offset, self.next_offset)
+        self._load_epochs()
+
+    def _add_segment(self, seg: Segment) -> None:
+        self.segments.append(seg)
+        self._bases.append(seg.base_offset)
+
+    def _open_sealed(self, seg: Segment) -> None:
+        """Trust a sealed segment's index after cheap checks, else rebuild it."""
+        if seg.size == 0:
+            raise CorruptSegment(seg.path, 0, "empty segment that is not the last one")
+        index = SparseIndex.load(seg.index_path)
+        if index is None or not self._index_usable(seg, index):
+            logger.info("rebuilding index of %s", seg.path)
+            seg.rebuild_index()
+            seg.index.write_all(seg.index_path)
+            return
+        entries = len(index)
+        end = self._resume_from_index(seg, index)
+        if end < seg.size:
+            raise CorruptSegment(seg.path, end, "bad record in a sealed segment")
+        if len(seg.index) != entries:  # the index file was short
+            seg.index.write_all(seg.index_path)
+
+    @staticmethod
+    def _index_usable(seg: Segment, index: SparseIndex) -> bool:
+        return index.structurally_valid(seg.base_offset, seg.size) and _last_entry_valid(
+            seg, index
+        )
+
+    def _recover_active(self, seg: Segment) -> None:
+        """Scan the active segment's tail; truncate at the first bad record."""
+        index = SparseIndex.load(seg.index_path) or SparseIndex()
+        index.truncate_from(seg.size)
+        while len(index) and not self._index_usable_prefix(seg, index):
+            index.truncate_from(index.entry(len(index) - 1)[1])
+        end = self._resume_from_index(seg, index)
+        if end < seg.size:
+            logger.warning(
+                "truncated the tail of %s: dropped %d bytes from byte %d",
+                seg.path,
+                seg.size - end,
+                end,
+            )
+            os.ftruncate(seg.fd, end)
+            seg.size = end
+        os.fsync(seg.fd)
+        seg.index.write_all(seg.index_path)
+
+    def _resume_from_index(self, seg: Segment, index: SparseIndex) -> int:
+        """Adopt `index` (every entry trusted), then account for the records from its
+        last entry on; return the byte position where valid records end."""
+        seg.index = index
+        last = index.last()
+        position = 0
+        if last is not None:
+            position = last[1]
+            seg.next_offset = last[0]
+            seg.first_timestamp_ms = self._first_timestamp(seg)
+            index.truncate_from(position)  # re-added by the scan
+        return self._scan_tail(seg, position)
+
+    def _index_usable_prefix(self, seg: Segment, index: SparseIndex) -> bool:
+        """Whether the last entry names a valid record (of the right base for entry 0)."""
+        first = index.entry(0)
+        if first[0] != seg.base_offset or first[1] != 0:
+            index.truncate_from(0)
+            return True
+        return _last_entry_valid(seg, index)
+
+    @staticmethod
+    def _first_timestamp(seg: Segment) -> int:
+        rec = seg.record_at(0)
+        return rec.timestamp_ms if rec is not None else 0
+
+    def _scan_tail(self, seg: Segment, position: int) -> int:
+        """Account for valid records from `position`; return where the valid data ends."""
+        expected = seg.next_offset
+        reported = position
+        while position < seg.size:
+            buf = seg.pread(position, min(4 * 1024 * 1024, seg.size - position))
+            records, used, status, detail = format.scan(buf, 0, position, 1 << 30)
+            for rec in records:
+                if rec.offset != expected:
+                    logger.warning(
+                        "%s: offset %d where %d was expected", seg.path, rec.offset, expected
+                    )
+                    return rec.position
+                seg.note_record(rec.offset, rec.position, rec.id_ms, rec.id_seq, rec.timestamp_ms)
+                expected += 1
+            position += used
+            if status == SCAN_BAD:
+                logger.warning("%s: bad record at byte %d: %s", seg.path, position, detail)
+                return position
+            if status != SCAN_OK and position + int(detail) > seg.size:
+                return position  # a record cut off by the end of the file
+            if position - reported >= PROGRESS_BYTES:
+                reported = position
+                logger.info("recovering %s: %d of %d bytes", seg.path, position, seg.size)
+        return position
+
+    def _check_contiguous(self) -> None:
+        for prev, cur in zip(self.segments, self.segments[1:], strict=False):
+            if prev.next_offset != cur.base_offset:
+                self.close()
+                raise LogCorrupted(
+                    f"{prev.path} ends at offset {prev.next_offset} "
+                    f"but the next segment starts at {cur.base_offset}"
+                )
+
+    def close(self) -> None:
+        """Write and fsync what is buffered, persist indexes, release files."""
+        if self.failure is None and self.segments:
+            try:
+                self.write()
+                self.sync()
+                self.active.index.write_all(self.active.index_path)
+            except LogFailed:
+                pass
+        for seg in self.segments:
+            seg.close()
+
+    # -- state ----------------------------------------------------------------------
+
+    @property
+    def active(self) -> Segment:
+        return self.segments[-1]
+
+    @property
+    def next_offset(self) -> int:
+        """The offset the next appended record will get."""
+        return self._pending_offset + self._pending_records
+
+    @property
+    def epoch(self) -> int:
+        return self.epochs[-1][0] if self.epochs else 0
+
+    @property
+    def size_bytes(self) -> int:
+        return sum(seg.size for seg in self.segments) + len(self._pending)
+
+    def _fail(self, what: str, exc: OSError) -> LogFailed:
+        if self.failure is None:
+            self.failure = f"{what} failed on {self.active.path}: {exc}"
+            logger.error("log %s refuses writes from now on: %s", self.path, self.failure)
+        return LogFailed(self.failure)
+
+    def _check_writable(self) -> None:
+        if self.failure is not None:
+            raise LogFailed(self.failure)
+
+    # -- writing --------------------------------------------------------------------
+
+    def append(
+        self,
+        payload: bytes,
+        id_ms: int = 0,
+        id_seq: int = 0,
+        flags: int = 0,
+        timestamp_ms: int | None = None,
+        epoch: int | None = None,
+    ) -> int:
+        """Buffer one record and return its offset. It is not yet appended: see `write`."""
+        self._check_writable()
+        if (id_ms, id_seq) < self.last_id:
+            raise ValueError(f"stream ID {id_ms}-{id_seq} is below the log's last {self.last_id}")
+        if epoch is not None and epoch != self.epoch:
+            self.begin_epoch(epoch)
+        ts = self.clock() if timestamp_ms is None else timestamp_ms
+        ts = max(ts, self.last_timestamp_ms)
+        record_bytes = format.HEADER_BYTES + len(payload)
+        if self._roll_due(record_bytes, ts):
+            self.roll()
+        offset = self.next_offset
+        seg = self.active
+        position = seg.size + len(self._pending)
+        format.encode_into(self._pending, offset, ts, self.epoch, flags, id_ms, id_seq, payload)
+        self._pending_records += 1
+        seg.note_record(offset, position, id_ms, id_seq, ts)
+        self.last_id = (id_ms, id_seq)
+        self.last_timestamp_ms = ts
+        return offset
+
+    def _roll_due(self, record_bytes: int, ts: int) -> bool:
+        seg = self.active
+        if seg.empty:
+            return False
+        if seg.size + len(self._pending) + record_bytes > self.config.segment_bytes:
+            return True
+        age_max = self.config.segment_ms
+        return bool(age_max) and ts - seg.first_timestamp_ms >= age_max
+
+    def write(self) -> int:
+        """Put every buffered record in the active file with one write; return bytes."""
+        self._check_writable()
+        if not self._pending:
+            return 0
+        with self._lock:
+            data, seg = self._pending, self.active
+            try:
+                done = 0
+                while done < len(data):
+                    done += os.pwrite(seg.fd, memoryview(data)[done:], seg.size + done)
+            except OSError as exc:
+                raise self._fail("write", exc) from exc
+            seg.size += len(data)
+            self._pending_offset += self._pending_records
+            self._pending_records = 0
+            self._pending = bytearray()
+            self.written_end = self._pending_offset
+        return len(data)
+
+    def sync(self) -> bool:
+        """Fsync what is written; return whether an fsync was issued. Thread-safe."""
+        with self._lock:
+            self._check_writable()
+            target, seg = self.written_end, self.active
+            if target <= self.durable_end:
+                return False
+            size = seg.size
+        try:
+            os.fsync(seg.fd)
+        except OSError as exc:
+            with self._lock:
+                raise self._fail("fsync", exc) from exc
+        with self._lock:
+            if target > self.durable_end:
+                self.durable_end = target
+                if seg.fd >= 0:
+                    seg.index.write_new(seg.index_path, size)
+        return True
+
+    def roll(self) -> None:
+        """Seal the active segment (durably, index written) and start a new one."""
+        self.write()
+        self.sync()
+        with self._lock:
+            old = self.active
+            old.index.write_all(old.index_path)
+            try:
+                self._add_segment(Segment(self.path, self.next_offset, create=True))
+                fsync_dir(self.path)
+            except OSError as exc:
+                raise self._fail("segment roll", exc) from exc
+
+    def begin_epoch(self, epoch: int) -> None:
+        """Records appended from now on carry `epoch` (durably recorded first)."""
+        if epoch < self.epoch:
+            raise ValueError(f"epoch {epoch} is older than the log's epoch {self.epoch}")
+        if epoch > self.epoch:
+            self.epochs.append((epoch, self.next_offset))
+            self._write_epochs()
+
+    def epoch_end(self, epoch: int) -> tuple[int, int]:
+        """(largest known epoch <= `epoch`, the offset where it ended) for truncation
+        after a leader change; (-1, start) when the log knows no such epoch."""
+        best = -1
+        for i, (e, _) in enumerate(self.epochs):
+            if e <= epoch:
+                best = i
+        if best < 0:
+            return -1, self.start_offset
+        end = self.epochs[best + 1][1] if best + 1 < len(self.epochs) else self.next_offset
+        return self.epochs[best][0], end
+
+    def set_start(self, offset: int) -> None:
+        """Move the logical start forward (never back); records below are deleted."""
+        offset = min(max(offset, self.start_offset), self.next_offset)
+        if offset == self.start_offset:
+            return
+        checkpoint.write(self.path / START_CHECKPOINT, [f"start {offset}"])
+        self.start_offset = offset
+
+    def truncate(self, offset: int) -> None:
+        """Delete every record at `offset` or above, durably, before returning.
+
+        Crash-safe: segments are removed newest first, so an interrupted truncation
+        leaves a contiguous log that still ends at or above `offset`; repeat it.
+        """
+        self._check_writable()
+        if offset >= self.next_offset:
+            return
+        self.write()
+        try:
+            self._truncate_files(max(offset, 0))
+        except OSError as exc:
+            raise self._fail("truncate", exc) from exc
+        self.epochs = [(e, first) for e, first in self.epochs if first < offset]
+        self._write_epochs()
+        if self.start_offset > offset:
+            self.start_offset = offset
+            checkpoint.write(self.path / START_CHECKPOINT, [f"start {offset}"])
+
+    def _truncate_files(self, offset: int) -> None:
+        with self._lock:
+            while len(self.segments) > 1 and self.active.base_offset >= offset:
+                self.segments.pop().delete()
+                self._bases.pop()
+                fsync_dir(self.path)
+            seg = self.active
+            if seg.base_offset >= offset:
+                seg.delete()
+                self.segments.clear()
+                self._bases.clear()
+                self._add_segment(Segment(self.path, offset, create=True))
+                fsync_dir(self.path)
+                seg = self.active
+                self.last_id, self.last_timestamp_ms = (0, 0), 0
+            else:
+                cut = self._position_of(seg, offset)
+                os.ftruncate(seg.fd, cut)
+                os.fsync(seg.fd)
+                seg.size = cut
+                seg.index.truncate_from(cut)
+                seg.index.write_all(seg.index_path)
+                prev = self._record_before(seg, offset)
+                seg.next_offset = offset
+                seg.last_id = (prev.id_ms, prev.id_seq)
+                seg.last_timestamp_ms = prev.timestamp_ms
+                self.last_id, self.last_timestamp_ms = seg.last_id, seg.last_timestamp_ms
+            self._pending_offset = self.written_end = self.durable_end = offset
+
+    def _position_of(self, seg: Segment, offset: int) -> int:
+        """Byte position of record `offset` in `seg` (its size if it is the next one)."""
+        entry = seg.index.entry(seg.index.floor_offset(offset))
+        for rec in seg.scan_from(entry[1]):
+            if rec.offset == offset:
+                return rec.position
+        return seg.size
+
+    def _record_before(self, seg: Segment, offset: int) -> Record:
+        found = None
+        entry = seg.index.entry(seg.index.floor_offset(offset - 1))
+        for rec in seg.scan_from(entry[1]):
+            if rec.offset == offset - 1:
+                found = rec
+                break
+        assert found is not None, "truncation point must follow a record of its segment"
+        return found
+
+    # -- retention ------------------------------------------------------------------
+
+    def apply_retention(self, now_ms: int | None = None) -> int:
+        """Delete whole sealed segments that retention or the logical start no longer
+        needs, oldest first; return how many were deleted."""
+        now = self.clock() if now_ms is None else now_ms
+        config = self.config
+        total = self.size_bytes
+        deleted = 0
+        while len(self.segments) > 1:
+            seg = self.segments[0]
+            below_start = seg.next_offset <= self.start_offset
+            too_old = (
+                bool(config.retention_ms) and seg.last_timestamp_ms < now - config.retention_ms
+            )
+            too_big = bool(config.retention_bytes) and total - seg.size >= config.retention_bytes
+            if not (below_start or too_old or too_big):
+                break
+            with self._lock:
+                self.segments.pop(0)
+                self._bases.pop(0)
+            seg.delete()
+            total -= seg.size
+            deleted += 1
+        if deleted:
+            fsync_dir(self.path)
+            self.start_offset = max(self.start_offset, self.segments[0].base_offset)
+        return deleted
+
+    # -- reading --------------------------------------------------------------------
+
+    def read(
+        self,
+        offset: int,
+        count_max: int = 1 << 30,
+        bytes_max: int = 1 << 62,
+        end: int | None = None,
+    ) -> list[Record]:
+        """Records from `offset` on (at least the first one, if any), oldest first,
+        stopping before offset `end` (default `written_end`), after `count_max`
+        records, or once `bytes_max` record bytes are reached."""
+        end = self.written_end if end is None else min(end, self.written_end)
+        offset = max(offset, self.start_offset)
+        return _take(self._iter_from(offset, end), count_max, bytes_max)
+
+    def _iter_from(self, offset: int, end: int) -> Iterator[Record]:
+        if offset >= end:
+            return
+        i = max(bisect.bisect_right(self._bases, offset) - 1, 0)
+        for seg in self.segments[i:]:
+            if seg.base_offset >= end:
+                return
+            position = seg.index.entry(max(seg.index.floor_offset(offset), 0))[1]
+            for rec in seg.scan_from(position, seg.size):
+                if rec.offset >= end:
+                    return
+                if rec.offset >= offset:
+                    yield rec
+
+    def read_reverse(
+        self,
+        offset: int,
+        count_max: int = 1 << 30,
+        bytes_max: int = 1 << 62,
+        end: int | None = None,
+    ) -> list[Record]:
+        """Records at `offset` and below, newest first, never below the logical start
+        and never at or above `end` (default `written_end`)."""
+        end = self.written_end if end is None else min(end, self.written_end)
+        offset = min(offset, end - 1)
+        return _take(self._iter_reverse(offset), count_max, bytes_max)
+
+    def _iter_reverse(self, offset: int) -> Iterator[Record]:
+        if offset < self.start_offset:
+            return
+        i = bisect.bisect_right(self._bases, offset) - 1
+        while i >= 0:
+            seg = self.segments[i]
+            entry_i = (
+                seg.index.floor_offset(offset) if offset < seg.next_offset else len(seg.index) - 1
+            )
+            while entry_i >= 0:
+                start = seg.index.entry(entry_i)[1]
+                stop = seg.size
+                if entry_i + 1 < len(seg.index):
+                    stop = min(stop, seg.index.entry(entry_i + 1)[1])
+                window = [r for r in seg.scan_from(start, stop) if r.offset <= offset]
+                for rec in reversed(window):
+                    if rec.offset < self.start_offset:
+                        return
+                    yield rec
+                entry_i -= 1
+            i -= 1
+
+    def offset_of_id(self, id_ms: int, id_seq: int, after: bool = False) -> int:
+        """The first offset whose record's stream ID is >= the given ID (> with
+        `after`), or `written_end` when there is none. The result may lie below the
+        logical start; callers clamp."""
+        key = (id_ms, id_seq)
+        if self.written_end == self.segments[0].base_offset:
+            return self.written_end
+        # The answer lies in the last segment whose first ID is below the key (or
+        # the first segment), or right after it.
+        i = 0
+        lo, hi = 0, len(self.segments)
+        while lo < hi:
+            mid = (lo + hi) // 2
+            seg = self.segments[mid]
+            first = seg.index.entry(0) if len(seg.index) else None
+            if first is not None and (
+                (first[2], first[3]) <= key if after else (first[2], first[3]) < key
+            ):
+                i = mid
+                lo = mid + 1
+            else:
+                hi = mid
+        for seg in self.segments[i:]:
+            e = seg.index.floor_id_below(id_ms, id_seq, inclusive=after)
+            position = seg.index.entry(max(e, 0))[1] if len(seg.index) else 0
+            for rec in seg.scan_from(position, seg.size):
+                if rec.offset >= self.written_end:
+                    return self.written_end
+                rid = (rec.id_ms, rec.id_seq)
+                if (rid > key) if after else (rid >= key):
+                    return rec.offset
+        return self.written_end
+
+    # -- checkpoints ----------------------------------------------------------------
+
+    def _read_start_checkpoint(self) -> int:
+        lines = checkpoint.read(self.path / START_CHECKPOINT)
+        if lines and lines[0].startswith("start "):
+            return int(lines[0].split()[1])
+        return 0
+
+    def _load_epochs(self) -> None:
+        lines = checkpoint.read(self.path / EPOCHS_CHECKPOINT) or []
+        epochs = [(int(a), int(b)) for a, b in (line.split() for line in lines)]
+        self.epochs = [(e, first) for e, first in epochs if first <= self.next_offset]
+        if len(self.epochs) != len(epochs):
+            self._write_epochs()
+
+    def _write_epochs(self) -> None:
+        checkpoint.write(
+            self.path / EPOCHS_CHECKPOINT, [f"{e} {first}" for e, first in self.epochs]
+        )

@@ -1,0 +1,144 @@
+"""One segment file of a log and its sparse index.
+
+A segment owns one file descriptor, opened read-write for its whole life. Reads use
+pread on bounded chunks, so a segment is never loaded whole. Writes are positional
+(`pwrite` at `size`); only the log's writer calls them. Every record read is
+CRC-checked by `format.scan`.
+"""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Iterator
+from pathlib import Path
+
+from narad.log import format
+from narad.log.format import SCAN_BAD, SCAN_OK, Record
+from narad.log.index import SparseIndex
+
+NAME_DIGITS = 20
+LOG_SUFFIX = ".log"
+INDEX_SUFFIX = ".index"
+# Bytes read per pread when scanning; a larger record is read whole.
+CHUNK_BYTES = 64 * 1024
+
+
+class CorruptSegment(Exception):
+    """A record in a segment failed its checks where no torn tail can be."""
+
+    def __init__(self, path: Path, position: int, reason: str) -> None:
+        super().__init__(f"{path}: corrupt record at byte {position}: {reason}")
+        self.path = path
+        self.position = position
+        self.reason = reason
+
+
+def segment_name(base_offset: int) -> str:
+    return f"{base_offset:0{NAME_DIGITS}d}{LOG_SUFFIX}"
+
+
+def parse_segment_name(name: str) -> int | None:
+    """The base offset named by a segment file name, or None for other files."""
+    stem, suffix = name[: -len(LOG_SUFFIX)], name[-len(LOG_SUFFIX) :]
+    if suffix != LOG_SUFFIX or len(stem) != NAME_DIGITS or not stem.isdigit():
+        return None
+    return int(stem)
+
+
+class Segment:
+    """Records base_offset .. next_offset - 1, stored in bytes 0 .. size - 1."""
+
+    def __init__(self, folder: Path, base_offset: int, create: bool = False) -> None:
+        self.base_offset = base_offset
+        self.path = folder / segment_name(base_offset)
+        self.index_path = self.path.with_suffix(INDEX_SUFFIX)
+        flags = os.O_RDWR | (os.O_CREAT | os.O_EXCL if create else 0)
+        self.fd = os.open(self.path, flags, 0o644)
+        # Bytes in the file (written, maybe not yet durable).
+        self.size = os.fstat(self.fd).st_size
+        self.index = SparseIndex()
+        # Facts about the last record; valid once the segment is opened or appended to.
+        self.next_offset = base_offset
+        self.last_id = (0, 0)
+        self.last_timestamp_ms = 0
+        self.first_timestamp_ms = 0
+
+    @property
+    def empty(self) -> bool:
+        return self.next_offset == self.base_offset
+
+    def close(self) -> None:
+        if self.fd >= 0:
+            os.close(self.fd)
+            self.fd = -1
+
+    def delete(self) -> None:
+        self.close()
+        self.path.unlink(missing_ok=True)
+        self.index_path.unlink(missing_ok=True)
+
+    # -- reading --------------------------------------------------------------------
+
+    def pread(self, position: int, size: int) -> bytes:
+        return os.pread(self.fd, size, position)
+
+    def scan_from(
+        self, position: int, end: int | None = None, chunk_bytes: int = CHUNK_BYTES
+    ) -> Iterator[Record]:
+        """Records from byte `position` up to byte `end` (default: the file's size).
+
+        Raises CorruptSegment when a record fails its checks or is cut off before `end`.
+        """
+        end = self.size if end is None else end
+        while position < end:
+            buf = self.pread(position, min(chunk_bytes, end - position))
+            records, used, status, detail = format.scan(buf, 0, position, 1 << 30)
+            yield from records
+            position += used
+            if status == SCAN_BAD:
+                raise CorruptSegment(self.path, position, str(detail))
+            if status != SCAN_OK:
+                need = int(detail)
+                if position + need > end:
+                    raise CorruptSegment(self.path, position, "record cut off at end of data")
+                chunk_bytes = max(chunk_bytes, need)
+            elif used == 0:
+                break
+
+    def record_at(self, position: int) -> Record | None:
+        """The valid record starting at `position`, or None."""
+        head = self.pread(position, format.HEADER_BYTES)
+        if len(head) < format.HEADER_BYTES:
+            return None
+        length = int.from_bytes(head[:4], "little")
+        if not format.LENGTH_MIN <= length <= format.RECORD_BYTES_MAX:
+            return None
+        buf = head if length + 4 == len(head) else self.pread(position, length + 4)
+        records, _, _, _ = format.scan(buf, 0, position, 1)
+        return records[0] if records else None
+
+    # -- bookkeeping ----------------------------------------------------------------
+
+    def note_record(self, offset: int, position: int, id_ms: int, id_seq: int, ts: int) -> None:
+        """Account for a record at `position` (appended or found by a scan)."""
+        if self.index.due(position):
+            self.index.add(offset, position, id_ms, id_seq)
+        if self.empty:
+            self.first_timestamp_ms = ts
+        self.next_offset = offset + 1
+        self.last_id = (id_ms, id_seq)
+        self.last_timestamp_ms = ts
+
+    def rebuild_index(self) -> None:
+        """Scan the whole segment, rebuilding its index and last-record facts."""
+        self.index = SparseIndex()
+        self.next_offset = self.base_offset
+        expected = self.base_offset
+        for rec in self.scan_from(0):
+            if rec.offset != expected:
+                raise CorruptSegment(
+                    self.path, rec.position, f"offset {rec.offset}, expected {expected}"
+                )
+            self.note_record(rec.offset, rec.position, rec.id_ms, rec.id_seq, rec.timestamp_ms)
+            expected += 1
+        self.index.persisted = 0

@@ -1,0 +1,142 @@
+"""Record framing: the worked example of docs/log-format.md, and the pure-Python
+and compiled paths giving identical bytes and identical scans."""
+
+from __future__ import annotations
+
+import os
+
+import pytest
+from crc32c import crc32c
+from hypothesis import given
+from hypothesis import strategies as st
+
+from narad._speedups import load
+from narad.log import format
+
+TWIN = load("_format")
+IMPLS = [
+    pytest.param(
+        (format.pure_encode_into, format.pure_scan, format.pure_encode_fields, format.pure_decode_fields),
+        id="pure",
+    )
+]
+if TWIN is not None:
+    IMPLS.append(
+        pytest.param((TWIN.encode_into, TWIN.scan, TWIN.encode_fields, TWIN.decode_fields), id="cython")
+    )
+
+
+def test_compiled_twin_is_built_when_required() -> None:
+    """CI sets NARAD_REQUIRE_SPEEDUPS=1 so that the compiled path is really tested."""
+    if os.environ.get("NARAD_REQUIRE_SPEEDUPS") != "1":
+        pytest.skip("NARAD_REQUIRE_SPEEDUPS is not set")
+    if os.environ.get("NARAD_PURE", "") not in ("", "0"):
+        assert not format.SPEEDUPS
+    else:
+        assert TWIN is not None and format.SPEEDUPS
+
+
+@pytest.mark.parametrize("impl", IMPLS)
+def test_worked_example_matches_the_spec(impl) -> None:  # type: ignore[no-untyped-def]
+    encode_into, scan, encode_fields, _ = impl
+    payload = encode_fields([b"k", b"v"])
+    assert payload.hex() == "02000000" "01000000" "6b" "01000000" "76"
+    buf = bytearray()
+    encode_into(buf, 7, 1700000000123, 2, format.FLAG_ENTRY, 1700000000123, 0, payload)
+    expected = (
+        "38000000"
+        "80472b8b"
+        "01"
+        "01"
+        "02000000"
+        "0700000000000000"
+        "7b68e5cf8b010000"
+        "7b68e5cf8b010000"
+        "0000000000000000"
+        "020000000100000" "06b0100000076"
+    )
+    assert buf.hex() == expected
+    assert crc32c(bytes(buf[8:])) == int.from_bytes(buf[4:8], "little")
+    records, end, status, _ = scan(bytes(buf), 0, 100, 10)
+    assert status == format.SCAN_OK and end == 60
+    assert records == [format.Record(7, 1700000000123, 2, 1, 1700000000123, 0, payload, 100)]
+
+
+@pytest.mark.parametrize("impl", IMPLS)
+def test_scan_reports_short_and_bad(impl) -> None:  # type: ignore[no-untyped-def]
+    encode_into, scan, _, _ = impl
+    buf = bytearray()
+    for i in range(3):
+        encode_into(buf, i, 0, 0, 0, 0, 0, b"payload-%d" % i)
+    one = len(buf) // 3
+    # Cut at every byte of the last record: two good records, then SHORT.
+    for cut in range(2 * one + 1, 3 * one):
+        records, end, status, detail = scan(bytes(buf[:cut]), 0, 0, 100)
+        assert [r.offset for r in records] == [0, 1] and end == 2 * one
+        assert status == format.SCAN_SHORT
+        assert detail in (format.HEADER_BYTES, one)
+    # A flipped payload bit in the middle record.
+    bad = bytearray(buf)
+    bad[one + format.HEADER_BYTES] ^= 0x01
+    records, end, status, detail = scan(bytes(bad), 0, 0, 100)
+    assert [r.offset for r in records] == [0] and end == one
+    assert (status, detail) == (format.SCAN_BAD, "CRC mismatch")
+    # A length below the minimum.
+    bad = bytearray(buf)
+    bad[one : one + 4] = (3).to_bytes(4, "little")
+    assert scan(bytes(bad), 0, 0, 100)[2:] == (format.SCAN_BAD, "bad length 3")
+    # An unknown version (CRC fixed up so that only the version is wrong).
+    bad = bytearray(buf)
+    bad[one + 8] = 9
+    bad[one + 4 : one + 8] = crc32c(bytes(bad[one + 8 : 2 * one])).to_bytes(4, "little")
+    assert scan(bytes(bad), 0, 0, 100)[2:] == (format.SCAN_BAD, "unknown format version 9")
+    # count_max stops early with SCAN_OK.
+    records, end, status, _ = scan(bytes(buf), 0, 0, 2)
+    assert len(records) == 2 and end == 2 * one and status == format.SCAN_OK
+
+
+@pytest.mark.parametrize("impl", IMPLS)
+def test_decode_fields_rejects_malformed(impl) -> None:  # type: ignore[no-untyped-def]
+    _, _, encode_fields, decode_fields = impl
+    good = encode_fields([b"a", b"", b"ccc", b"d"])
+    assert decode_fields(good) == [b"a", b"", b"ccc", b"d"]
+    for bad in (b"", b"\x01", good[:-1], good + b"x", b"\x05\x00\x00\x00"):
+        with pytest.raises(ValueError):
+            decode_fields(bad)
+
+
+record = st.tuples(
+    st.integers(0, 2**64 - 1),
+    st.integers(0, 2**64 - 1),
+    st.integers(0, 2**32 - 1),
+    st.integers(0, 255),
+    st.integers(0, 2**64 - 1),
+    st.integers(0, 2**64 - 1),
+    st.binary(max_size=300),
+)
+
+
+@pytest.mark.skipif(TWIN is None, reason="compiled twin not built")
+@given(st.lists(record, max_size=20), st.integers(0, 2000))
+def test_twin_and_pure_agree(records, cut) -> None:  # type: ignore[no-untyped-def]
+    assert TWIN is not None
+    pure, fast = bytearray(), bytearray()
+    for r in records:
+        format.pure_encode_into(pure, *r)
+        TWIN.encode_into(fast, *r)
+    assert pure == fast
+    data = bytes(pure[:cut])
+    assert format.pure_scan(data, 0, 5, 1000) == TWIN.scan(data, 0, 5, 1000)
+    garbled = bytearray(pure)
+    if garbled:
+        garbled[cut % len(garbled)] ^= 0x40
+    assert format.pure_scan(bytes(garbled), 0, 0, 1000) == TWIN.scan(bytes(garbled), 0, 0, 1000)
+
+
+@pytest.mark.skipif(TWIN is None, reason="compiled twin not built")
+@given(st.lists(st.binary(max_size=50), max_size=10))
+def test_fields_twin_and_pure_agree(fields) -> None:  # type: ignore[no-untyped-def]
+    assert TWIN is not None
+    encoded = format.pure_encode_fields(fields)
+    assert TWIN.encode_fields(fields) == encoded
+    assert TWIN.decode_fields(encoded) == format.pure_decode_fields(encoded) == fields
