@@ -1,6 +1,6 @@
 """Hot record-framing functions, pure Python against the compiled twin.
 
-    python -m pytest bench/test_format_bench.py --benchmark-only
+python -m pytest bench/test_format_bench.py --benchmark-only
 """
 
 from __future__ import annotations

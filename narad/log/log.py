@@ -184,9 +184,7 @@ class Log:
 
     @staticmethod
     def _index_usable(seg: Segment, index: SparseIndex) -> bool:
-        return index.structurally_valid(seg.base_offset, seg.size) and _last_entry_valid(
-            seg, index
-        )
+        return index.structurally_valid(seg.base_offset, seg.size) and _last_entry_valid(seg, index)
 
     def _recover_active(self, seg: Segment) -> None:
         """Scan the active segment's tail; truncate at the first bad record."""

@@ -16,13 +16,20 @@ from narad.log import format
 TWIN = load("_format")
 IMPLS = [
     pytest.param(
-        (format.pure_encode_into, format.pure_scan, format.pure_encode_fields, format.pure_decode_fields),
+        (
+            format.pure_encode_into,
+            format.pure_scan,
+            format.pure_encode_fields,
+            format.pure_decode_fields,
+        ),
         id="pure",
     )
 ]
 if TWIN is not None:
     IMPLS.append(
-        pytest.param((TWIN.encode_into, TWIN.scan, TWIN.encode_fields, TWIN.decode_fields), id="cython")
+        pytest.param(
+            (TWIN.encode_into, TWIN.scan, TWIN.encode_fields, TWIN.decode_fields), id="cython"
+        )
     )
 
 
@@ -40,7 +47,7 @@ def test_compiled_twin_is_built_when_required() -> None:
 def test_worked_example_matches_the_spec(impl) -> None:  # type: ignore[no-untyped-def]
     encode_into, scan, encode_fields, _ = impl
     payload = encode_fields([b"k", b"v"])
-    assert payload.hex() == "02000000" "01000000" "6b" "01000000" "76"
+    assert payload.hex() == "02000000010000006b0100000076"
     buf = bytearray()
     encode_into(buf, 7, 1700000000123, 2, format.FLAG_ENTRY, 1700000000123, 0, payload)
     expected = (
@@ -53,7 +60,8 @@ def test_worked_example_matches_the_spec(impl) -> None:  # type: ignore[no-untyp
         "7b68e5cf8b010000"
         "7b68e5cf8b010000"
         "0000000000000000"
-        "020000000100000" "06b0100000076"
+        "020000000100000"
+        "06b0100000076"
     )
     assert buf.hex() == expected
     assert crc32c(bytes(buf[8:])) == int.from_bytes(buf[4:8], "little")

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import itertools
 import os
 from pathlib import Path
 
@@ -28,7 +29,7 @@ def payload(i: int, size: int = 100) -> bytes:
 
 
 def fill(log: Log, count: int, size: int = 100, start_id: int = 1) -> None:
-    for i in range(count):
+    for _i in range(count):
         n = log.next_offset
         log.append(payload(n, size), start_id + n, 0, format.FLAG_ENTRY)
     log.write()
@@ -131,7 +132,7 @@ def test_reads_across_segments_forward_and_backward(tmp_path: Path) -> None:
     assert offsets(log.read_reverse(499)) == list(range(499, -1, -1))
     assert offsets(log.read_reverse(10**9, count_max=3)) == [499, 498, 497]
     assert offsets(log.read_reverse(250, count_max=3)) == [250, 249, 248]
-    assert offsets(log.read_reverse(250, end=249)) [:2] == [248, 247]
+    assert offsets(log.read_reverse(250, end=249))[:2] == [248, 247]
     # A byte bound returns at least one record and never more than the bound after it.
     one = log.read(0, 1)[0].size
     assert offsets(log.read(7, bytes_max=3 * one)) == [7, 8, 9]
@@ -259,7 +260,9 @@ def test_index_is_sparse(tmp_path: Path) -> None:
     assert index is not None
     positions = [index.entry(i)[1] for i in range(len(index))]
     assert positions[0] == 0
-    assert all(INTERVAL_BYTES <= b - a < INTERVAL_BYTES + 200 for a, b in zip(positions, positions[1:]))
+    assert all(
+        INTERVAL_BYTES <= b - a < INTERVAL_BYTES + 200 for a, b in itertools.pairwise(positions)
+    )
     log.close()
 
 
