@@ -55,4 +55,7 @@ def read(path: Path) -> list[str] | None:
         return None
     if crc32c(body) != expected:
         return None
-    return body.decode().splitlines()
+    try:
+        return body.decode().splitlines()
+    except UnicodeDecodeError:
+        return None

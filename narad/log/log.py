@@ -34,7 +34,7 @@ from narad.log import checkpoint, format
 from narad.log.checkpoint import fsync_dir
 from narad.log.format import SCAN_BAD, SCAN_OK, Record
 from narad.log.index import SparseIndex
-from narad.log.segment import CorruptSegment, Segment, parse_segment_name
+from narad.log.segment import CorruptSegment, Segment, StaleIndex, parse_segment_name
 
 logger = logging.getLogger("narad.log")
 
@@ -232,26 +232,33 @@ class Log:
         return rec.timestamp_ms if rec is not None else 0
 
     def _scan_tail(self, seg: Segment, position: int) -> int:
-        """Account for valid records from `position`; return where the valid data ends."""
+        """Account for valid records from `position`; return where the valid data ends.
+
+        A record that fails its checks ends the data; a valid record with an offset
+        other than the next one means the segment is misnamed or damaged in a way no
+        crash causes, and raises CorruptSegment (nothing is truncated for it).
+        """
         expected = seg.next_offset
         reported = position
+        chunk = 4 * 1024 * 1024
         while position < seg.size:
-            buf = seg.pread(position, min(4 * 1024 * 1024, seg.size - position))
+            buf = seg.pread(position, min(chunk, seg.size - position))
             records, used, status, detail = format.scan(buf, 0, position, 1 << 30)
             for rec in records:
                 if rec.offset != expected:
-                    logger.warning(
-                        "%s: offset %d where %d was expected", seg.path, rec.offset, expected
+                    raise CorruptSegment(
+                        seg.path, rec.position, f"offset {rec.offset} where {expected} was expected"
                     )
-                    return rec.position
                 seg.note_record(rec.offset, rec.position, rec.id_ms, rec.id_seq, rec.timestamp_ms)
                 expected += 1
             position += used
             if status == SCAN_BAD:
                 logger.warning("%s: bad record at byte %d: %s", seg.path, position, detail)
                 return position
-            if status != SCAN_OK and position + int(detail) > seg.size:
-                return position  # a record cut off by the end of the file
+            if status != SCAN_OK:
+                if position + int(detail) > seg.size:
+                    return position  # a record cut off by the end of the file
+                chunk = max(chunk, int(detail))
             if position - reported >= PROGRESS_BYTES:
                 reported = position
                 logger.info("recovering %s: %d of %d bytes", seg.path, position, seg.size)
@@ -406,6 +413,8 @@ class Log:
         if epoch < self.epoch:
             raise ValueError(f"epoch {epoch} is older than the log's epoch {self.epoch}")
         if epoch > self.epoch:
+            if self.epochs and self.epochs[-1][1] == self.next_offset:
+                self.epochs.pop()  # that epoch ended before writing anything
             self.epochs.append((epoch, self.next_offset))
             self._write_epochs()
 
@@ -542,18 +551,36 @@ class Log:
         return _take(self._iter_from(offset, end), count_max, bytes_max)
 
     def _iter_from(self, offset: int, end: int) -> Iterator[Record]:
+        while True:
+            try:
+                for rec in self._iter_from_once(offset, end):
+                    yield rec
+                    offset = rec.offset + 1
+                return
+            except StaleIndex as exc:
+                self._rebuild_stale(exc)
+
+    def _iter_from_once(self, offset: int, end: int) -> Iterator[Record]:
         if offset >= end:
             return
         i = max(bisect.bisect_right(self._bases, offset) - 1, 0)
         for seg in self.segments[i:]:
             if seg.base_offset >= end:
                 return
-            position = seg.index.entry(max(seg.index.floor_offset(offset), 0))[1]
+            position = seg.checked_entry(max(seg.index.floor_offset(offset), 0))[1]
             for rec in seg.scan_from(position, seg.size):
                 if rec.offset >= end:
                     return
                 if rec.offset >= offset:
                     yield rec
+
+    def _rebuild_stale(self, exc: StaleIndex) -> None:
+        """An index entry was wrong: rebuild that segment's index from the segment."""
+        logger.warning("%s; rebuilding it", exc)
+        self.write()  # the writer's buffered records must be in the file to be indexed
+        seg = exc.segment
+        seg.rebuild_index()
+        seg.index.write_all(seg.index_path)
 
     def read_reverse(
         self,
@@ -569,19 +596,27 @@ class Log:
         return _take(self._iter_reverse(offset), count_max, bytes_max)
 
     def _iter_reverse(self, offset: int) -> Iterator[Record]:
+        while True:
+            try:
+                for rec in self._iter_reverse_once(offset):
+                    yield rec
+                    offset = rec.offset - 1
+                return
+            except StaleIndex as exc:
+                self._rebuild_stale(exc)
+
+    def _iter_reverse_once(self, offset: int) -> Iterator[Record]:
         if offset < self.start_offset:
             return
         i = bisect.bisect_right(self._bases, offset) - 1
         while i >= 0:
             seg = self.segments[i]
-            entry_i = (
-                seg.index.floor_offset(offset) if offset < seg.next_offset else len(seg.index) - 1
-            )
+            entry_i = seg.index.floor_offset(offset)
             while entry_i >= 0:
-                start = seg.index.entry(entry_i)[1]
+                start = seg.checked_entry(entry_i)[1]
                 stop = seg.size
                 if entry_i + 1 < len(seg.index):
-                    stop = min(stop, seg.index.entry(entry_i + 1)[1])
+                    stop = min(stop, seg.checked_entry(entry_i + 1)[1])
                 window = [r for r in seg.scan_from(start, stop) if r.offset <= offset]
                 for rec in reversed(window):
                     if rec.offset < self.start_offset:
@@ -594,6 +629,13 @@ class Log:
         """The first offset whose record's stream ID is >= the given ID (> with
         `after`), or `written_end` when there is none. The result may lie below the
         logical start; callers clamp."""
+        while True:
+            try:
+                return self._offset_of_id(id_ms, id_seq, after)
+            except StaleIndex as exc:
+                self._rebuild_stale(exc)
+
+    def _offset_of_id(self, id_ms: int, id_seq: int, after: bool) -> int:
         key = (id_ms, id_seq)
         if self.written_end == self.segments[0].base_offset:
             return self.written_end
@@ -614,7 +656,7 @@ class Log:
                 hi = mid
         for seg in self.segments[i:]:
             e = seg.index.floor_id_below(id_ms, id_seq, inclusive=after)
-            position = seg.index.entry(max(e, 0))[1] if len(seg.index) else 0
+            position = seg.checked_entry(max(e, 0))[1] if len(seg.index) else 0
             for rec in seg.scan_from(position, seg.size):
                 if rec.offset >= self.written_end:
                     return self.written_end
@@ -627,13 +669,20 @@ class Log:
 
     def _read_start_checkpoint(self) -> int:
         lines = checkpoint.read(self.path / START_CHECKPOINT)
-        if lines and lines[0].startswith("start "):
-            return int(lines[0].split()[1])
+        try:
+            if lines and lines[0].startswith("start "):
+                return int(lines[0].split()[1])
+        except ValueError:
+            logger.warning("%s: malformed start checkpoint ignored", self.path)
         return 0
 
     def _load_epochs(self) -> None:
         lines = checkpoint.read(self.path / EPOCHS_CHECKPOINT) or []
-        epochs = [(int(a), int(b)) for a, b in (line.split() for line in lines)]
+        try:
+            epochs = [(int(a), int(b)) for a, b in (line.split() for line in lines)]
+        except ValueError:
+            logger.warning("%s: malformed epochs checkpoint ignored", self.path)
+            epochs = []
         self.epochs = [(e, first) for e, first in epochs if first <= self.next_offset]
         if len(self.epochs) != len(epochs):
             self._write_epochs()

@@ -23,6 +23,15 @@ INDEX_SUFFIX = ".index"
 CHUNK_BYTES = 64 * 1024
 
 
+class StaleIndex(Exception):
+    """An index entry did not name the record it claims. Readers catch it, have the
+    segment's index rebuilt, and look the position up again."""
+
+    def __init__(self, segment: Segment, entry: int) -> None:
+        super().__init__(f"{segment.index_path}: entry {entry} does not match its segment")
+        self.segment = segment
+
+
 class CorruptSegment(Exception):
     """A record in a segment failed its checks where no torn tail can be."""
 
@@ -57,6 +66,7 @@ class Segment:
         # Bytes in the file (written, maybe not yet durable).
         self.size = os.fstat(self.fd).st_size
         self.index = SparseIndex()
+        self.checked: set[int] = set()  # index entries already verified against the file
         # Facts about the last record; valid once the segment is opened or appended to.
         self.next_offset = base_offset
         self.last_id = (0, 0)
@@ -113,9 +123,28 @@ class Segment:
         length = int.from_bytes(head[:4], "little")
         if not format.LENGTH_MIN <= length <= format.RECORD_BYTES_MAX:
             return None
+        if position + 4 + length > self.size:
+            return None
         buf = head if length + 4 == len(head) else self.pread(position, length + 4)
         records, _, _, _ = format.scan(buf, 0, position, 1)
         return records[0] if records else None
+
+    def checked_entry(self, i: int) -> tuple[int, int, int, int]:
+        """Index entry `i`, verified once against the record it names.
+
+        The index is a cache: the first time an entry is used, the record at its
+        position is read; if it is not the record the entry names, the index is
+        rebuilt from the segment and StaleIndex raised. Entries of records not yet in
+        the file (the writer's buffer) are the writer's own and not checked.
+        """
+        entry = self.index.entry(i)
+        if i in self.checked or entry[1] >= self.size:
+            return entry
+        rec = self.record_at(entry[1])
+        if rec is None or (rec.offset, rec.id_ms, rec.id_seq) != (entry[0], entry[2], entry[3]):
+            raise StaleIndex(self, i)
+        self.checked.add(i)
+        return entry
 
     # -- bookkeeping ----------------------------------------------------------------
 
@@ -132,6 +161,7 @@ class Segment:
     def rebuild_index(self) -> None:
         """Scan the whole segment, rebuilding its index and last-record facts."""
         self.index = SparseIndex()
+        self.checked = set()
         self.next_offset = self.base_offset
         expected = self.base_offset
         for rec in self.scan_from(0):

@@ -459,3 +459,56 @@ def test_reopen_everysec_and_no_policies(tmp_path: Path) -> None:
         log = reopen(log, config)
         assert offsets(log.read(0)) == list(range(100))
         log.close()
+
+
+def test_misnamed_last_segment_is_refused_without_truncating(tmp_path: Path) -> None:
+    log = Log.open(tmp_path / "l", SMALL)
+    fill(log, 200)
+    last = log.active
+    base = last.base_offset
+    log.close()
+    size = last.path.stat().st_size
+    renamed = last.path.with_name(segment_name(base + 5))
+    last.path.rename(renamed)
+    last.index_path.rename(renamed.with_suffix(".index"))
+    with pytest.raises(LogCorrupted):
+        Log.open(tmp_path / "l", SMALL)
+    assert renamed.stat().st_size == size
+
+
+def test_recovery_of_a_record_larger_than_the_scan_chunk(tmp_path: Path) -> None:
+    log = Log.open(tmp_path / "l", LogConfig())
+    log.append(b"x" * (5 << 20), 1, 0)
+    log.append(b"y", 2, 0)
+    log.close()
+    log = Log.open(tmp_path / "l", LogConfig())
+    assert [len(r.payload) for r in log.read(0)] == [5 << 20, 1]
+    log.close()
+
+
+def test_stale_middle_index_entry_is_rebuilt_on_read(tmp_path: Path) -> None:
+    config = LogConfig(segment_bytes=64 << 10)
+    log = Log.open(tmp_path / "l", config)
+    fill(log, 1000)
+    first = log.segments[0]
+    assert len(first.index) > 4
+    log.close()
+    data = bytearray(first.index_path.read_bytes())
+    entry = 2 * ENTRY_BYTES
+    position = int.from_bytes(data[entry + 8 : entry + 16], "little")
+    data[entry + 8 : entry + 16] = (position + 1).to_bytes(8, "little")
+    first.index_path.write_bytes(bytes(data))
+    log = Log.open(tmp_path / "l", config)
+    target = SparseIndex(bytes(data)).entry(2)[0]
+    assert offsets(log.read(target, count_max=3)) == [target, target + 1, target + 2]
+    assert offsets(log.read_reverse(target + 1, count_max=3)) == [target + 1, target, target - 1]
+    assert SparseIndex.load(first.index_path).entry(2)[1] == position  # type: ignore[union-attr]
+    log.close()
+
+
+def test_begin_epoch_twice_without_records_keeps_offsets_increasing(tmp_path: Path) -> None:
+    log = Log.open(tmp_path / "l", SMALL)
+    log.begin_epoch(2)
+    log.begin_epoch(5)
+    assert log.epochs == [(5, 0)]
+    log.close()

@@ -1,0 +1,311 @@
+"""The `narad` command line: one subcommand per tool.
+
+Owns: parsing arguments, and turning what the tools return into lines on stdout
+(progress and errors on stderr) and an exit code: 0 success, 1 problems found or the
+command failed, 2 usage errors (argparse's own code).
+
+Never: holds logic that a server or a test would need (that lives in the modules the
+subcommands call), or opens a log through Log.open: `check` and `dump` read the files
+as they are on disk, since recovery would change them.
+
+A subcommand is a function that adds its parser to the subparsers and binds its runner
+with `set_defaults(run=...)`; every one is listed in SUBCOMMANDS. A runner that needs
+heavy modules (a server, an event loop) imports them itself, so that no subcommand
+pays for another's imports.
+"""
+
+from __future__ import annotations
+
+import argparse
+import bisect
+import os
+import sys
+from collections.abc import Callable
+from pathlib import Path
+from typing import TYPE_CHECKING, TypeAlias
+
+import narad
+from narad.log.check import (
+    CheckReport,
+    Problem,
+    SegmentFile,
+    check_logs,
+    find_logs,
+    list_segments,
+    scan_bytes,
+)
+from narad.log.format import FLAG_ENTRY, Record, decode_fields
+from narad.log.index import SparseIndex
+from narad.log.segment import INDEX_SUFFIX
+from narad.progress import Progress
+
+if TYPE_CHECKING:
+    Subparsers: TypeAlias = argparse._SubParsersAction[argparse.ArgumentParser]
+Runner = Callable[[argparse.Namespace], int]
+
+# `dump --payload` prints at most this many bytes of a payload or of one field.
+SHOWN_BYTES_MAX = 256
+# `dump --payload` prints at most this many field/value pairs of an entry.
+SHOWN_PAIRS_MAX = 32
+
+
+def main(argv: list[str] | None = None) -> int:
+    """Run the command line `argv` (default: sys.argv[1:]) and return its exit code."""
+    args = build_parser().parse_args(argv)
+    run: Runner = args.run
+    try:
+        code = run(args)
+        sys.stdout.flush()
+    except BrokenPipeError:
+        # The reader left (`narad dump ... | head`); Python would complain at exit
+        # when flushing stdout again, so point it at /dev/null.
+        devnull = os.open(os.devnull, os.O_WRONLY)
+        os.dup2(devnull, sys.stdout.fileno())
+        return 1
+    return code
+
+
+def build_parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(
+        prog="narad", description="Narad: a message queue with durable logs."
+    )
+    parser.add_argument("--version", action="version", version=f"narad {narad.__version__}")
+    subparsers = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
+    for add in SUBCOMMANDS:
+        add(subparsers)
+    return parser
+
+
+def _usage_error(command: str, message: str) -> int:
+    print(f"narad {command}: error: {message}", file=sys.stderr)
+    return 2
+
+
+def _natural(text: str) -> int:
+    """argparse type: an integer >= 0."""
+    try:
+        value = int(text)
+    except ValueError:
+        value = -1
+    if value < 0:
+        raise argparse.ArgumentTypeError(f"expected an integer >= 0, got {text!r}")
+    return value
+
+
+def _plural(n: int, word: str) -> str:
+    return f"{n} {word}" if n == 1 else f"{n} {word}s"
+
+
+# -- narad check ---------------------------------------------------------------------
+
+
+def _add_check(subparsers: Subparsers) -> None:
+    parser = subparsers.add_parser(
+        "check",
+        help="verify log folders, and repair what can be repaired without loss",
+        description=(
+            "Read every record of every segment and check it (CRC, dense offsets, "
+            "stream IDs and timestamps in order), compare every index with a rebuild, "
+            "and check the checkpoints. Run it on logs no server has open. Exit code: "
+            "0 clean (or everything repaired), 1 problems remain."
+        ),
+    )
+    parser.add_argument(
+        "dir", type=Path, metavar="DIR", help="a log folder, or a data dir: every log under it"
+    )
+    parser.add_argument(
+        "--repair",
+        action="store_true",
+        help="truncate a torn tail of a last segment and rewrite bad indexes; "
+        "corruption is never repaired",
+    )
+    parser.set_defaults(run=_run_check)
+
+
+def _run_check(args: argparse.Namespace) -> int:
+    root: Path = args.dir
+    if not root.is_dir():
+        return _usage_error("check", f"{root} is not a directory")
+    folders = find_logs(root)
+    if not folders:
+        print(f"narad check: no log folders at or under {root}", file=sys.stderr)
+    with Progress(scan_bytes(folders), label="checking") as bar:
+        report = check_logs(folders, args.repair, bar)
+    for problem in report.problems:
+        print(problem_line(problem))
+    print(summary_line(report))
+    return 0 if report.clean else 1
+
+
+def problem_line(problem: Problem) -> str:
+    """`<log>/<file>[:<byte>]: <kind>: <what> [<repair status>]`"""
+    where = str(problem.path)
+    if problem.position is not None:
+        where += f":{problem.position}"
+    if problem.repaired:
+        status = "repaired"
+    elif problem.repairable:
+        status = "repairable with --repair"
+    else:
+        status = "not repairable automatically"
+    return f"{where}: {problem.kind.value}: {problem.what} [{status}]"
+
+
+def summary_line(report: CheckReport) -> str:
+    checked = (
+        f"checked {_plural(report.logs, 'log')}, {_plural(report.segments, 'segment')}, "
+        f"{_plural(report.records, 'record')}, {_plural(report.scanned_bytes, 'byte')}"
+    )
+    found = len(report.problems) + report.unlisted
+    if not found:
+        return f"{checked}: clean"
+    repaired = sum(p.repaired for p in report.problems)
+    repairable = sum(p.repairable and not p.repaired for p in report.problems)
+    parts = [_plural(found, "problem")]
+    if repaired:
+        parts.append(f"{repaired} repaired")
+    if repairable:
+        parts.append(f"{repairable} repairable with --repair")
+    if found - repaired - repairable:
+        parts.append(f"{found - repaired - repairable} not repairable")
+    if report.unlisted:
+        parts.append(f"{report.unlisted} not listed")
+    state = "clean now" if report.clean else "NOT CLEAN"
+    return f"{checked}: {', '.join(parts)}: {state}"
+
+
+# -- narad dump ----------------------------------------------------------------------
+
+
+def _add_dump(subparsers: Subparsers) -> None:
+    parser = subparsers.add_parser(
+        "dump",
+        help="print the records of one log, one line each",
+        description=(
+            "Print records as stored in the segment files, oldest first, each line "
+            "'offset: .. position: .. segment: .. epoch: .. timestamp: .. id: .. "
+            "flags: .. size: .. crc-ok'. Stops with exit code 1 at the first record "
+            "that fails its checks. The logical start (start.checkpoint) is ignored."
+        ),
+    )
+    parser.add_argument("log_dir", type=Path, metavar="LOG_DIR", help="a log folder")
+    parser.add_argument(
+        "--from",
+        dest="from_offset",
+        type=_natural,
+        default=0,
+        metavar="OFFSET",
+        help="first offset to print (default 0)",
+    )
+    parser.add_argument(
+        "--count", type=_natural, default=None, metavar="N", help="print at most N records"
+    )
+    parser.add_argument(
+        "--payload",
+        action="store_true",
+        help="add the payload: field/value pairs for entries (flag 0x01), else bytes",
+    )
+    parser.set_defaults(run=_run_dump)
+
+
+def _run_dump(args: argparse.Namespace) -> int:
+    folder: Path = args.log_dir
+    segments = list_segments(folder) if folder.is_dir() else []
+    if not segments:
+        return _usage_error("dump", f"{folder} is not a log folder (no segment files)")
+    bases = [base for base, _ in segments]
+    first = max(bisect.bisect_right(bases, args.from_offset) - 1, 0)
+    left: int | None = args.count
+    for _, path in segments[first:]:
+        if left == 0:
+            break
+        try:
+            with SegmentFile(path) as f:
+                left = _dump_segment(f, args.from_offset, left, args.payload)
+                bad = f.bad
+        except OSError as exc:
+            print(f"error: {path}: {exc}; stopping", file=sys.stderr)
+            return 1
+        if bad is not None:
+            print(f"error: {path} position {bad.position}: {bad.reason}; stopping", file=sys.stderr)
+            return 1
+    return 0
+
+
+def _dump_segment(f: SegmentFile, from_offset: int, left: int | None, payload: bool) -> int | None:
+    """Print the records of `f` from `from_offset` on, at most `left` (None: all);
+    return how many more may be printed."""
+    write = sys.stdout.write
+    for rec in f.records(_seek(f, from_offset)):
+        if rec.offset < from_offset:
+            continue
+        write(record_line(f.path.name, rec, payload) + "\n")
+        if left is not None:
+            left -= 1
+            if left == 0:
+                break
+    return left
+
+
+def _seek(f: SegmentFile, offset: int) -> int:
+    """A byte position at or before record `offset` in `f`: the index entry's, when
+    that entry names a valid record with its offset (the index is only a hint), else 0."""
+    index = SparseIndex.load(f.path.with_suffix(INDEX_SUFFIX))
+    if offset <= f.base_offset or index is None or not len(index):
+        return 0
+    i = index.floor_offset(offset)
+    if i < 0:
+        return 0
+    entry_offset, position, _, _ = index.entry(i)
+    rec = f.record_at(position)
+    return position if rec is not None and rec.offset == entry_offset <= offset else 0
+
+
+def record_line(segment: str, rec: Record, payload: bool) -> str:
+    line = (
+        f"offset: {rec.offset} position: {rec.position} segment: {segment} "
+        f"epoch: {rec.epoch} timestamp: {rec.timestamp_ms} id: {rec.id_ms}-{rec.id_seq} "
+        f"flags: 0x{rec.flags:02x} size: {rec.size} crc-ok"
+    )
+    return f"{line} {payload_text(rec)}" if payload else line
+
+
+def payload_text(rec: Record) -> str:
+    """`fields: b'k'=b'v', ...` for an entry, else `payload: b'...'`; bytes are shown
+    as Python bytes literals, cut to SHOWN_BYTES_MAX each."""
+    if not rec.flags & FLAG_ENTRY:
+        return f"payload: {_shown(rec.payload)}"
+    try:
+        fields = decode_fields(rec.payload)
+    except ValueError as exc:
+        return f"payload: {_shown(rec.payload)} (not a field list: {exc})"
+    if len(fields) % 2:
+        return f"payload: {_shown(rec.payload)} (not a field list: odd number of strings)"
+    pairs = [f"{_shown(k)}={_shown(v)}" for k, v in zip(fields[::2], fields[1::2], strict=True)]
+    more = len(pairs) - SHOWN_PAIRS_MAX
+    shown = ", ".join(pairs[:SHOWN_PAIRS_MAX])
+    return f"fields: {shown}" + (f", ... (+{more} pairs)" if more > 0 else "")
+
+
+def _shown(data: bytes) -> str:
+    if len(data) <= SHOWN_BYTES_MAX:
+        return repr(data)
+    return f"{data[:SHOWN_BYTES_MAX]!r}...(+{len(data) - SHOWN_BYTES_MAX} bytes)"
+
+
+# -- the subcommands -----------------------------------------------------------------
+
+def _add_server(subparsers: Subparsers) -> None:
+    parser = subparsers.add_parser(
+        "server",
+        help="run the server (embedded defaults: port 6379, data in ./narad-data)",
+        description="Run the Narad server. Flags override the config file's settings.",
+    )
+    from narad import serve  # the server's imports are heavy: only when asked for
+
+    serve.add_arguments(parser)
+    parser.set_defaults(run=serve.run)
+
+
+# Every subcommand, in the order `narad --help` lists them. Add new ones here.
+SUBCOMMANDS: list[Callable[[Subparsers], None]] = [_add_server, _add_check, _add_dump]

@@ -1,0 +1,326 @@
+"""The `narad` command line, run as a real process on real log folders."""
+
+from __future__ import annotations
+
+import io
+import os
+import re
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from narad import cli
+from narad.log import format
+from narad.log.format import FLAG_ENTRY, Record, encode_fields
+from narad.log.log import Log, LogConfig
+from narad.progress import Progress, human_bytes, human_duration
+
+SMALL = LogConfig(segment_bytes=8192)
+T0 = 1_700_000_000_000
+PER_SEGMENT = 56  # 146-byte records (100-byte payloads) per 8 KiB segment
+
+
+def build(folder: Path, count: int = 200) -> Path:
+    log = Log.open(folder, SMALL, clock=lambda: T0)
+    for i in range(count):
+        log.append((b"%08d" % i) * 12 + b"....", T0 + i, 0, FLAG_ENTRY)
+    log.close()
+    return folder
+
+
+def segments(folder: Path) -> list[Path]:
+    return sorted(folder.glob("*.log"))
+
+
+def records(path: Path) -> list[Record]:
+    return format.pure_scan(path.read_bytes(), 0, 0, 1 << 30)[0]
+
+
+def flip(path: Path, position: int) -> None:
+    data = bytearray(path.read_bytes())
+    data[position] ^= 0x04
+    path.write_bytes(bytes(data))
+
+
+def narad(*args: object) -> subprocess.CompletedProcess[str]:
+    return subprocess.run(
+        [sys.executable, "-m", "narad", *map(str, args)],
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
+
+
+def lines(out: str) -> list[str]:
+    return out.splitlines()
+
+
+# -- narad check ---------------------------------------------------------------------
+
+
+def test_check_clean_log(tmp_path: Path) -> None:
+    folder = build(tmp_path / "log")
+    size = sum(p.stat().st_size for p in segments(folder))
+    run = narad("check", folder)
+    assert run.returncode == 0, run.stderr
+    assert lines(run.stdout) == [f"checked 1 log, 4 segments, 200 records, {size} bytes: clean"]
+    assert run.stderr == ""  # no progress bar when stderr is not a terminal
+
+
+def test_check_torn_tail_then_repair(tmp_path: Path) -> None:
+    folder = build(tmp_path / "log")
+    last = segments(folder)[-1]
+    rec = records(last)[-1]
+    os.truncate(last, rec.position + 20)
+
+    run = narad("check", folder)
+    assert run.returncode == 1
+    problem, summary = lines(run.stdout)
+    assert problem.startswith(f"{last}:{rec.position}: torn-tail: ")
+    assert problem.endswith("[repairable with --repair]")
+    assert summary.endswith("1 problem, 1 repairable with --repair: NOT CLEAN")
+
+    run = narad("check", folder, "--repair")
+    assert run.returncode == 0
+    problem, summary = lines(run.stdout)
+    assert problem.startswith(f"{last}:{rec.position}: torn-tail: ")
+    assert problem.endswith("[repaired]")
+    assert summary.endswith("1 problem, 1 repaired: clean now")
+
+    run = narad("check", folder)
+    assert run.returncode == 0 and lines(run.stdout)[-1].endswith(": clean")
+
+
+def test_check_corrupt_sealed_segment(tmp_path: Path) -> None:
+    folder = build(tmp_path / "log")
+    sealed = segments(folder)[1]
+    rec = records(sealed)[20]
+    flip(sealed, rec.position + 70)
+    for extra in ([], ["--repair"]):
+        run = narad("check", folder, *extra)
+        assert run.returncode == 1
+        problem, summary = lines(run.stdout)
+        assert problem.startswith(f"{sealed}:{rec.position}: corrupt: CRC mismatch: ")
+        assert f"{rec.size} bytes unreadable" in problem
+        assert problem.endswith("[not repairable automatically]")
+        assert summary.endswith("1 problem, 1 not repairable: NOT CLEAN")
+
+
+def test_check_data_dir(tmp_path: Path) -> None:
+    data = tmp_path / "data"
+    build(data / "one", count=10)
+    build(data / "streams" / "two", count=10)
+    index = segments(data / "one")[0].with_suffix(".index")
+    index.write_bytes(b"garbage!")
+    run = narad("check", data)
+    assert run.returncode == 1
+    problem, summary = lines(run.stdout)
+    assert problem.startswith(f"{index}:0: index: size 8 is not a multiple of 32")
+    assert summary.startswith("checked 2 logs, 2 segments, 20 records")
+    assert narad("check", data, "--repair").returncode == 0
+    assert narad("check", data).returncode == 0
+
+
+def test_check_dir_without_logs(tmp_path: Path) -> None:
+    run = narad("check", tmp_path)
+    assert run.returncode == 0
+    assert "no log folders" in run.stderr
+    assert lines(run.stdout) == ["checked 0 logs, 0 segments, 0 records, 0 bytes: clean"]
+
+
+@pytest.mark.parametrize(
+    "args",
+    [
+        [],
+        ["bogus"],
+        ["check"],
+        ["check", "/nonexistent/narad"],
+        ["dump"],
+        ["dump", "/nonexistent/narad"],
+        ["dump", ".", "--count", "-1"],
+        ["dump", ".", "--from", "x"],
+    ],
+)
+def test_usage_errors(args: list[str]) -> None:
+    run = narad(*args)
+    assert run.returncode == 2
+    assert run.stdout == "" and "error" in run.stderr
+
+
+def test_main_in_process(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    folder = build(tmp_path / "log", count=3)
+    assert cli.main(["check", str(folder)]) == 0
+    assert cli.main(["dump", str(folder), "--from", "2"]) == 0
+    out = capsys.readouterr().out
+    assert lines(out)[-1].startswith("offset: 2 position: 292 ")
+
+
+def test_subcommands_are_registered_in_one_place() -> None:
+    parser = cli.build_parser()
+    names = {action.dest for action in parser._actions}
+    assert "command" in names
+    assert [add.__name__ for add in cli.SUBCOMMANDS] == ["_add_check", "_add_dump"]
+
+
+# -- narad dump ----------------------------------------------------------------------
+
+LINE = re.compile(
+    r"offset: (\d+) position: (\d+) segment: (\d{20}\.log) epoch: (\d+) "
+    r"timestamp: (\d+) id: (\d+)-(\d+) flags: 0x([0-9a-f]{2}) size: (\d+) crc-ok$"
+)
+
+
+def test_dump_line_format(tmp_path: Path) -> None:
+    folder = build(tmp_path / "log", count=2)
+    run = narad("dump", folder)
+    assert run.returncode == 0
+    assert lines(run.stdout) == [
+        f"offset: 0 position: 0 segment: 00000000000000000000.log epoch: 0 "
+        f"timestamp: {T0} id: {T0}-0 flags: 0x01 size: 146 crc-ok",
+        f"offset: 1 position: 146 segment: 00000000000000000000.log epoch: 0 "
+        f"timestamp: {T0} id: {T0 + 1}-0 flags: 0x01 size: 146 crc-ok",
+    ]
+
+
+def test_dump_everything(tmp_path: Path) -> None:
+    folder = build(tmp_path / "log")
+    run = narad("dump", folder)
+    assert run.returncode == 0
+    parsed = [LINE.match(line) for line in lines(run.stdout)]
+    assert all(parsed)
+    assert [int(m.group(1)) for m in parsed if m] == list(range(200))
+
+
+@pytest.mark.parametrize(("start", "count"), [(50, 10), (0, 57), (55, 2), (100, 200), (56, 1)])
+def test_dump_from_and_count_across_segments(tmp_path: Path, start: int, count: int) -> None:
+    folder = build(tmp_path / "log")
+    expected = []
+    for path in segments(folder):
+        expected += [(r.offset, r.position, path.name) for r in records(path)]
+    run = narad("dump", folder, "--from", start, "--count", count)
+    assert run.returncode == 0
+    got = []
+    for line in lines(run.stdout):
+        m = LINE.match(line)
+        assert m, line
+        got.append((int(m.group(1)), int(m.group(2)), m.group(3)))
+    assert got == expected[start : start + count]
+
+
+def test_dump_beyond_the_end_and_count_zero(tmp_path: Path) -> None:
+    folder = build(tmp_path / "log")
+    assert narad("dump", folder, "--from", 200).stdout == ""
+    assert narad("dump", folder, "--from", 10**9).stdout == ""
+    run = narad("dump", folder, "--count", 0)
+    assert run.returncode == 0 and run.stdout == ""
+
+
+def test_dump_does_not_trust_the_index(tmp_path: Path) -> None:
+    folder = build(tmp_path / "log")
+    index = segments(folder)[1].with_suffix(".index")
+    data = bytearray(index.read_bytes())
+    data[40] ^= 0x01  # the second entry's position, off by one
+    index.write_bytes(bytes(data))
+    run = narad("dump", folder, "--from", PER_SEGMENT + 40, "--count", 2)
+    assert run.returncode == 0
+    offsets = [int(m.group(1)) for m in map(LINE.match, lines(run.stdout)) if m]
+    assert offsets == [PER_SEGMENT + 40, PER_SEGMENT + 41]
+
+
+def test_dump_payload(tmp_path: Path) -> None:
+    log = Log.open(tmp_path / "log", SMALL, clock=lambda: T0)
+    log.append(encode_fields([b"k", b"v\x00\n'", b"k", b"2"]), 1, 0, FLAG_ENTRY)
+    log.append(b"\xff" * 300, 1, 0, 0x02)
+    log.append(b"not a field list", 1, 0, FLAG_ENTRY)
+    log.close()
+    run = narad("dump", tmp_path / "log", "--payload")
+    assert run.returncode == 0
+    entry, raw, malformed = lines(run.stdout)
+    assert entry.endswith(" crc-ok fields: b'k'=b\"v\\x00\\n'\", b'k'=b'2'")
+    assert " flags: 0x02 " in raw
+    assert raw.endswith(" crc-ok payload: b'" + "\\xff" * 256 + "'...(+44 bytes)")
+    assert malformed.endswith(
+        " crc-ok payload: b'not a field list' (not a field list: entry payload is truncated)"
+    )
+
+
+def test_dump_stops_at_a_corrupt_record(tmp_path: Path) -> None:
+    folder = build(tmp_path / "log")
+    sealed = segments(folder)[1]
+    rec = records(sealed)[4]
+    flip(sealed, rec.position + 60)
+    run = narad("dump", folder, "--from", PER_SEGMENT - 2)
+    assert run.returncode == 1
+    offsets = [int(m.group(1)) for m in map(LINE.match, lines(run.stdout)) if m]
+    assert offsets == list(range(PER_SEGMENT - 2, rec.offset))
+    assert lines(run.stderr) == [f"error: {sealed} position {rec.position}: CRC mismatch; stopping"]
+
+
+def test_dump_stops_at_a_torn_tail(tmp_path: Path) -> None:
+    folder = build(tmp_path / "log", count=10)
+    last = segments(folder)[-1]
+    rec = records(last)[-1]
+    os.truncate(last, rec.position + 10)
+    run = narad("dump", folder)
+    assert run.returncode == 1 and len(lines(run.stdout)) == 9
+    assert lines(run.stderr) == [
+        f"error: {last} position {rec.position}: record header cut off by the end of the file: "
+        "10 of 46 bytes; stopping"
+    ]
+    assert last.stat().st_size == rec.position + 10  # dump never repairs
+
+
+# -- the progress bar ----------------------------------------------------------------
+
+
+class Terminal(io.StringIO):
+    def isatty(self) -> bool:
+        return True
+
+
+class Clock:
+    def __init__(self) -> None:
+        self.now = 100.0
+
+    def __call__(self) -> float:
+        return self.now
+
+
+def test_progress_draws_on_a_terminal() -> None:
+    out, clock = Terminal(), Clock()
+    with Progress(4 << 20, label="checking", stream=out, clock=clock) as bar:
+        clock.now += 1.0
+        bar.advance(1 << 20)
+        drawn = out.getvalue().split("\r")[-1]
+        assert drawn.startswith("checking [###.........]  25.0% 1.0 MiB / 4.0 MiB")
+        assert "1.0 MiB/s ETA 0:03" in drawn
+    assert out.getvalue().endswith("\r\x1b[K")  # the line is erased on exit
+
+
+def test_progress_redraws_at_most_ten_times_a_second() -> None:
+    out, clock = Terminal(), Clock()
+    with Progress(1000, stream=out, clock=clock) as bar:
+        for _ in range(50):
+            clock.now += 0.001
+            bar.advance(1)
+        assert out.getvalue().count("%") == 1  # drawn on entry only
+        clock.now += 0.1
+        bar.advance(1)
+        assert out.getvalue().count("%") == 2
+    assert bar.done == 51
+
+
+def test_progress_is_silent_off_a_terminal() -> None:
+    out = io.StringIO()
+    with Progress(10, stream=out) as bar:
+        bar.advance(10)
+    assert out.getvalue() == "" and bar.done == 10
+
+
+def test_progress_edges() -> None:
+    bar = Progress(0, stream=io.StringIO(), clock=Clock())
+    assert "100.0%" in bar.render(100.0) and "ETA -:--" in bar.render(100.0)
+    assert human_bytes(5) == "5 B" and human_bytes(1536) == "1.5 KiB"
+    assert human_duration(59) == "0:59" and human_duration(3723) == "1:02:03"
