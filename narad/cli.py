@@ -25,6 +25,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, TypeAlias
 
 import narad
+from narad import serve
 from narad.log.check import (
     CheckReport,
     Problem,
@@ -301,8 +302,6 @@ def _add_server(subparsers: Subparsers) -> None:
         help="run the server (embedded defaults: port 6379, data in ./narad-data)",
         description="Run the Narad server. Flags override the config file's settings.",
     )
-    from narad import serve  # the server's imports are heavy: only when asked for
-
     serve.add_arguments(parser)
     parser.set_defaults(run=serve.run)
 

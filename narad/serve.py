@@ -1,0 +1,107 @@
+"""`narad server`: load the configuration, open the store, serve until told to stop.
+
+Everything here is process plumbing (logging, event loop choice, exit codes); the
+server itself is narad/server.py.
+"""
+
+from __future__ import annotations
+
+import argparse
+import logging
+import sys
+from collections.abc import Sequence
+
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:
+    from narad.config import Config
+
+# Command-line flags that map one-to-one to settings of the same name.
+FLAGS = (
+    "port", "bind", "dir", "fsync", "requirepass", "maxclients", "databases", "loglevel",
+    "logfile", "protected-mode", "segment-bytes", "retention-ms", "retention-bytes",
+    "enable-debug-command",
+)
+LOG_LEVELS = {
+    "debug": logging.DEBUG,
+    "verbose": logging.INFO,
+    "notice": logging.WARNING,
+    "warning": logging.WARNING,
+    "nothing": logging.CRITICAL + 1,
+}
+
+
+def add_arguments(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("config_file", nargs="?", help="a narad.conf (redis.conf syntax)")
+    parser.add_argument("--config", dest="config_flag", help="a narad.conf (same as the positional)")
+    for flag in FLAGS:
+        parser.add_argument(f"--{flag}", dest=flag.replace("-", "_"), metavar=flag.upper())
+
+
+def overrides(args: argparse.Namespace) -> list[tuple[str, str]]:
+    pairs = []
+    for flag in FLAGS:
+        value = getattr(args, flag.replace("-", "_"))
+        if value is not None:
+            pairs.append((flag, str(value)))
+    return pairs
+
+
+def setup_logging(config: Config) -> None:
+    """Structured, quiet by default: `notice` shows warnings and the ready line."""
+    level = LOG_LEVELS.get(str(config["loglevel"]), logging.WARNING)
+    logfile = str(config["logfile"])
+    handler: logging.Handler = logging.FileHandler(logfile) if logfile else logging.StreamHandler()
+    handler.setFormatter(
+        logging.Formatter("ts=%(asctime)s level=%(levelname)s logger=%(name)s msg=%(message)r")
+    )
+    root = logging.getLogger("narad")
+    root.handlers[:] = [handler]
+    root.setLevel(level)
+    logging.getLogger("narad.server").setLevel(min(level, logging.INFO))
+
+
+def run(args: argparse.Namespace) -> int:
+    # Imported here so that `narad check` and `narad dump` start fast.
+    import anyio
+
+    import narad.commands  # noqa: F401 - fills the command table
+    from narad.config import Config, ConfigError
+    from narad.server import Server
+    from narad.store import DataDirBusy
+
+    path = args.config_flag or args.config_file
+    try:
+        config = Config.load(path, overrides(args))
+    except ConfigError as exc:
+        print(f"narad: {exc}", file=sys.stderr)
+        return 1
+    setup_logging(config)
+    server = Server(config)
+    try:
+        anyio.run(server.serve, backend="asyncio", backend_options={"use_uvloop": _uvloop()})
+    except DataDirBusy as exc:
+        print(f"narad: {exc}", file=sys.stderr)
+        return 1
+    except OSError as exc:
+        print(f"narad: {exc}", file=sys.stderr)
+        return 1
+    return 0
+
+
+def _uvloop() -> bool:
+    try:
+        import uvloop  # noqa: F401
+    except ImportError:
+        return False
+    return True
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(prog="narad server")
+    add_arguments(parser)
+    return run(parser.parse_args(argv))
+
+
+if __name__ == "__main__":
+    sys.exit(main())
