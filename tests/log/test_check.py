@@ -158,7 +158,9 @@ def test_torn_tail_is_repairable(tmp_path: Path, cut: int) -> None:
     assert check_log(folder).problems == []
 
 
-@pytest.mark.parametrize("tail", [b"\x00" * 300, bytes(random.Random(7).randbytes(500))])
+@pytest.mark.parametrize(
+    "tail", [b"\x00" * 300, bytes(random.Random(7).randbytes(500))], ids=["zeros", "random"]
+)
 def test_garbage_after_the_last_record_is_a_torn_tail(tmp_path: Path, tail: bytes) -> None:
     folder = build(tmp_path / "log")
     last = segments(folder)[-1]
@@ -260,6 +262,7 @@ def test_corruption_in_the_middle_of_the_last_segment(tmp_path: Path) -> None:
         b"\x01\x00\x00\x00\x00\x00\x00\x00" * 1000,
         random.Random(5).randbytes(CHUNK_BYTES + 99),
     ],
+    ids=["zeros", "ones", "fake-versions", "random"],
 )
 def test_inserted_bytes_lose_no_offset(tmp_path: Path, junk: bytes) -> None:
     folder = build(tmp_path / "log")
