@@ -1,0 +1,197 @@
+"""Narad against redis-server 7.0, side by side in the same run, as ratios.
+
+    python bench/server_vs_redis.py [--quick] [--only NAME ...]
+
+Each figure starts both servers fresh (in temp folders, on free loopback ports) and
+drives them with the same load generator: redis-benchmark for XADD, a Python
+multi-process consumer for XREADGROUP + XACK. Results print as a Markdown table for
+bench/README.md. Needs redis-server, redis-benchmark and redis-cli on the PATH.
+"""
+
+from __future__ import annotations
+
+import argparse
+import csv
+import io
+import multiprocessing
+import os
+import shutil
+import subprocess
+import sys
+import tempfile
+import time
+from collections.abc import Callable
+from pathlib import Path
+
+import redis
+
+ROOT = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(ROOT))
+
+from tests.servers import NaradProcess, RedisProcess, ServerProcess, wait_until  # noqa: E402
+
+VALUE = "v" * 100
+
+
+def narad(folder: Path, fsync: str) -> NaradProcess:
+    return NaradProcess(folder / "narad", ["--fsync", fsync])
+
+
+def redis_aof(folder: Path, fsync: str) -> RedisProcess:
+    server = RedisProcess(folder / "redis", ["--appendfsync", fsync])
+    return server
+
+
+def redis_durable_command(server: RedisProcess) -> list[str]:
+    cmd = server.command()
+    i = cmd.index("--appendonly")
+    cmd[i + 1] = "yes"
+    return cmd
+
+
+class DurableRedis(RedisProcess):
+    def command(self) -> list[str]:
+        return redis_durable_command(self)
+
+
+def benchmark(port: int, clients: int, pipeline: int, requests: int, *command: str) -> dict[str, float]:
+    out = subprocess.run(
+        ["redis-benchmark", "-p", str(port), "-c", str(clients), "-n", str(requests),
+         "-P", str(pipeline), "--csv", *command],
+        capture_output=True, text=True, check=True,
+    ).stdout
+    rows = list(csv.DictReader(io.StringIO(out)))
+    row = rows[-1]
+    return {k: float(v) for k, v in row.items() if k != "test"}
+
+
+def xadd_figure(fsync: str, clients: int, pipeline: int, requests: int) -> tuple[float, float, dict, dict]:
+    with tempfile.TemporaryDirectory() as tmp:
+        folder = Path(tmp)
+        results = []
+        for server in (narad(folder, fsync), DurableRedis(folder / "redis", ["--appendfsync", fsync])):
+            server.start()
+            try:
+                results.append(benchmark(server.port, clients, pipeline, requests,
+                                         "XADD", "bench", "*", "f", VALUE))
+            finally:
+                server.stop()
+        mine, theirs = results
+        return mine["rps"], theirs["rps"], mine, theirs
+
+
+def _consumer(port: int, key: str, group: str, name: str, stop_at: float, out: multiprocessing.Queue) -> None:  # type: ignore[type-arg]
+    client = redis.Redis(port=port)
+    done = 0
+    while time.monotonic() < stop_at:
+        reply = client.xreadgroup(group, name, {key: ">"}, count=100)
+        if not reply:
+            break
+        entries = reply[0][1]
+        client.xack(key, group, *[e[0] for e in entries])
+        done += len(entries)
+    out.put(done)
+
+
+def consume_figure(fsync: str, entries: int, consumers: int) -> tuple[float, float]:
+    rates = []
+    with tempfile.TemporaryDirectory() as tmp:
+        folder = Path(tmp)
+        for server in (narad(folder, fsync), DurableRedis(folder / "redis", ["--appendfsync", fsync])):
+            server.start()
+            try:
+                benchmark(server.port, 50, 64, entries, "XADD", "c", "*", "f", VALUE)
+                client = server.client()
+                client.xgroup_create("c", "g", "0")
+                queue: multiprocessing.Queue[int] = multiprocessing.Queue()
+                start = time.monotonic()
+                procs = [
+                    multiprocessing.Process(
+                        target=_consumer, args=(server.port, "c", "g", f"c{i}", start + 60, queue)
+                    )
+                    for i in range(consumers)
+                ]
+                for p in procs:
+                    p.start()
+                total = sum(queue.get() for _ in procs)
+                elapsed = time.monotonic() - start
+                for p in procs:
+                    p.join()
+                rates.append(total / elapsed)
+            finally:
+                server.stop()
+    return rates[0], rates[1]
+
+
+def rss_anon_kb(pid: int) -> int:
+    for line in Path(f"/proc/{pid}/status").read_text().splitlines():
+        if line.startswith("RssAnon:"):
+            return int(line.split()[1])
+    return 0
+
+
+def memory_and_restart(entries: int) -> dict[str, float]:
+    with tempfile.TemporaryDirectory() as tmp:
+        folder = Path(tmp)
+        figures: dict[str, float] = {}
+        for label, server in (("narad", narad(folder, "always")),
+                              ("redis", DurableRedis(folder / "redis", ["--appendfsync", "everysec"]))):
+            server.start()
+            assert server.proc is not None
+            client = server.client()
+            if label == "narad":
+                before = rss_anon_kb(server.proc.pid) * 1024
+            else:
+                before = int(client.info("memory")["used_memory"])
+            benchmark(server.port, 50, 64, entries, "XADD", "m", "*", "f", VALUE)
+            assert client.xlen("m") == entries
+            if label == "narad":
+                after = rss_anon_kb(server.proc.pid) * 1024
+            else:
+                after = int(client.info("memory")["used_memory"])
+            figures[f"{label}_bytes_per_entry"] = (after - before) / entries
+            server.stop()
+            start = time.monotonic()
+            server.start()
+            figures[f"{label}_restart_s"] = time.monotonic() - start
+            assert server.client().xlen("m") == entries
+            server.stop()
+        return figures
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--quick", action="store_true")
+    parser.add_argument("--only", nargs="*", default=None)
+    args = parser.parse_args()
+    for tool in ("redis-server", "redis-benchmark"):
+        if shutil.which(tool) is None:
+            sys.exit(f"{tool} is not installed (apt-get install redis-server redis-tools)")
+    n = 50_000 if args.quick else 200_000
+    wanted = set(args.only or ["xadd", "latency", "consume", "memory"])
+    print("| figure | Narad | Redis | Narad / Redis | target |")
+    print("|---|---|---|---|---|")
+    if "xadd" in wanted:
+        for fsync, pipeline, target in (("always", 16, 1.0), ("always", 1, 0.8), ("everysec", 16, 0.8)):
+            mine, theirs, _, _ = xadd_figure(fsync, 50, pipeline, n)
+            print(f"| XADD 50 clients P{pipeline}, fsync {fsync} (ops/s) | {mine:,.0f} | {theirs:,.0f} "
+                  f"| {mine / theirs:.2f} | >= {target} |")
+    if "latency" in wanted:
+        _, _, mine, theirs = xadd_figure("always", 1, 1, n // 10)
+        print(f"| XADD 1 client P1 p50 latency (ms) | {mine['p50_latency_ms']:.3f} "
+              f"| {theirs['p50_latency_ms']:.3f} | {mine['p50_latency_ms'] / theirs['p50_latency_ms']:.2f} | <= 1.3 |")
+    if "consume" in wanted:
+        mine, theirs = consume_figure("always", n, 4)
+        print(f"| XREADGROUP COUNT 100 + XACK, fsync always (msg/s) | {mine:,.0f} | {theirs:,.0f} "
+              f"| {mine / theirs:.2f} | >= 1.0 |")
+    if "memory" in wanted:
+        entries = 200_000 if args.quick else 1_000_000
+        f = memory_and_restart(entries)
+        print(f"| memory per entry after {entries:,} XADD (bytes) | {f['narad_bytes_per_entry']:.1f} "
+              f"| {f['redis_bytes_per_entry']:.1f} | {f['narad_bytes_per_entry'] / f['redis_bytes_per_entry']:.2f} | <= 0.25 |")
+        print(f"| restart until PING with {entries:,} entries (s) | {f['narad_restart_s']:.2f} "
+              f"| {f['redis_restart_s']:.2f} | {f['narad_restart_s'] / f['redis_restart_s']:.2f} | <= 0.5 |")
+
+
+if __name__ == "__main__":
+    main()

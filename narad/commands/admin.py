@@ -1,0 +1,305 @@
+"""Server commands: INFO, CONFIG, COMMAND, TIME, SHUTDOWN, LASTSAVE, SAVE, BGSAVE,
+FUNCTION FLUSH, SLOWLOG, MONITOR, WAIT."""
+
+from __future__ import annotations
+
+import time
+from typing import TYPE_CHECKING, Any
+
+from narad import info
+from narad.commands.args import parse_int
+from narad.commands.table import COMMANDS, command, container, docs_reply, info_reply
+from narad.config import ConfigError
+from narad.errors import CommandError, syntax, wrong_arity
+from narad.resp import SimpleString, Verbatim
+
+if TYPE_CHECKING:
+    from narad.server import Client
+
+OK = SimpleString("OK")
+
+
+@command("info", -1, "loading stale", group="server")
+def info_(client: Client, args: list[bytes]) -> Any:
+    """Returns information and statistics about the server."""
+    text = info.render(client.server, [a.decode(errors="replace") for a in args[1:]])
+    return Verbatim(text) if client.protocol >= 3 else text.encode()
+
+
+@command("time", 1, "loading stale fast", group="server", since="2.6.0")
+def time_(client: Client, args: list[bytes]) -> Any:
+    """Returns the server time."""
+    now = time.time_ns() // 1000
+    return [b"%d" % (now // 1_000_000), b"%d" % (now % 1_000_000)]
+
+
+@command("lastsave", 1, "loading stale fast", group="server")
+def lastsave(client: Client, args: list[bytes]) -> Any:
+    """Returns the Unix timestamp of the last successful commit to disk."""
+    return client.server.store.last_commit_s
+
+
+@command("save", 1, "admin noscript", group="server")
+def save(client: Client, args: list[bytes]) -> Any:
+    """Synchronously saves the database(s) to disk (Narad: commits and fsyncs now)."""
+    client.server.store.commit()
+    return OK
+
+
+@command("bgsave", -1, "admin noscript", group="server")
+def bgsave(client: Client, args: list[bytes]) -> Any:
+    """Asynchronously saves the database(s) to disk (Narad: every write is already logged)."""
+    return SimpleString("Background saving started")
+
+
+@command("shutdown", -1, "admin noscript loading stale no_multi allow_busy", group="server")
+def shutdown(client: Client, args: list[bytes]) -> Any:
+    """Synchronously saves the database(s) to disk and shuts down the Redis server."""
+    for arg in args[1:]:
+        if arg.lower() not in (b"nosave", b"save", b"now", b"force", b"abort"):
+            raise syntax()
+    if any(a.lower() == b"abort" for a in args[1:]):
+        raise CommandError("No shutdown in progress.")
+    client.server.request_shutdown()
+    from narad.server import NO_REPLY
+
+    return NO_REPLY
+
+
+@command("monitor", 1, "admin noscript loading stale", group="server")
+def monitor(client: Client, args: list[bytes]) -> Any:
+    """Listens for all requests received by the server in real-time."""
+    if client not in client.server.monitors:
+        client.server.monitors.append(client)
+    return OK
+
+
+@command("wait", 3, "noscript", group="generic", since="3.0.0")
+def wait(client: Client, args: list[bytes]) -> Any:
+    """Blocks until the asynchronous replication of all preceding write commands sent by
+    the connection is completed (Narad: no replicas yet, so 0 at once)."""
+    parse_int(args[1])
+    timeout = parse_int(args[2], "timeout is not an integer or out of range")
+    if timeout < 0:
+        raise CommandError("timeout is negative")
+    return 0
+
+
+# -- CONFIG -------------------------------------------------------------------------------
+
+container("config", "server", "A container for server configuration commands.", "2.0.0")
+
+
+def _config_error(exc: ConfigError) -> CommandError:
+    return CommandError(str(exc))
+
+
+@command("get", -3, "admin noscript loading stale", group="server", parent="config")
+def config_get(client: Client, args: list[bytes]) -> Any:
+    """Returns the effective values of configuration parameters."""
+    pairs = client.server.config.get([a.decode(errors="replace") for a in args[2:]])
+    return {name: value for name, value in pairs}
+
+
+@command("set", -4, "admin noscript loading stale", group="server", parent="config")
+def config_set(client: Client, args: list[bytes]) -> Any:
+    """Sets configuration parameters in-flight."""
+    if len(args) % 2:
+        raise wrong_arity("config|set")
+    pairs = [
+        (args[i].decode(errors="replace"), args[i + 1].decode(errors="surrogateescape"))
+        for i in range(2, len(args), 2)
+    ]
+    try:
+        client.server.config.set(pairs)
+    except ConfigError as exc:
+        raise _config_error(exc) from None
+    return OK
+
+
+@command("resetstat", 2, "admin noscript loading stale", group="server", parent="config")
+def config_resetstat(client: Client, args: list[bytes]) -> Any:
+    """Resets the server's statistics."""
+    client.server.stats.reset()
+    client.server.slowlog.clear()
+    return OK
+
+
+@command("rewrite", 2, "admin noscript loading stale", group="server", parent="config")
+def config_rewrite(client: Client, args: list[bytes]) -> Any:
+    """Persists the effective configuration to file."""
+    try:
+        client.server.config.rewrite()
+    except ConfigError as exc:
+        raise _config_error(exc) from None
+    return OK
+
+
+@command("help", 2, "loading stale", group="server", parent="config")
+def config_help(client: Client, args: list[bytes]) -> Any:
+    """Returns helpful text about the different subcommands."""
+    return [
+        "CONFIG <subcommand> [<arg> [value] [opt] ...]. Subcommands are:",
+        "GET <pattern>", "    Return parameters matching the glob-like <pattern> and their values.",
+        "SET <directive> <value>", "    Set the configuration <directive> to <value>.",
+        "RESETSTAT", "    Reset statistics reported by the INFO command.",
+        "REWRITE", "    Rewrite the configuration file.",
+        "HELP", "    Print this help.",
+    ]
+
+
+# -- COMMAND ------------------------------------------------------------------------------
+
+
+@command("command", -1, "loading stale", group="server", since="2.8.13", complexity="O(N)")
+def command_(client: Client, args: list[bytes]) -> Any:
+    """Returns detailed information about all commands."""
+    if len(args) > 1:
+        raise CommandError(
+            f"unknown subcommand '{args[1].decode(errors='replace')}'. Try COMMAND HELP."
+        )
+    return [info_reply(cmd) for cmd in COMMANDS.values() if cmd.handler is not None or cmd.subcommands]
+
+
+@command("count", 2, "loading stale", group="server", parent="command", since="2.8.13")
+def command_count(client: Client, args: list[bytes]) -> Any:
+    """Returns a count of commands."""
+    return len(COMMANDS)
+
+
+@command("info", -2, "loading stale", group="server", parent="command", since="2.8.13")
+def command_info(client: Client, args: list[bytes]) -> Any:
+    """Returns information about one, multiple or all commands."""
+    if len(args) == 2:
+        return [info_reply(cmd) for cmd in COMMANDS.values()]
+    return [_lookup_info(name) for name in args[2:]]
+
+
+def _lookup_info(name: bytes) -> Any:
+    cmd = COMMANDS.get(name.lower())
+    return info_reply(cmd) if cmd is not None else None
+
+
+@command("docs", -2, "loading stale", group="server", parent="command", since="7.0.0")
+def command_docs(client: Client, args: list[bytes]) -> Any:
+    """Returns documentary information about one, multiple or all commands."""
+    names = [n.lower() for n in args[2:]] or list(COMMANDS)
+    return {
+        name.decode(): docs_reply(COMMANDS[name]) for name in names if name in COMMANDS
+    }
+
+
+@command("list", -2, "loading stale", group="server", parent="command", since="7.0.0")
+def command_list(client: Client, args: list[bytes]) -> Any:
+    """Returns a list of command names."""
+    names = [cmd.name for cmd in COMMANDS.values()]
+    if len(args) == 5 and args[2].lower() == b"filterby":
+        kind, value = args[3].lower(), args[4].decode(errors="replace").lower()
+        if kind == b"pattern":
+            from narad.commands.keys import glob_match
+
+            names = [n for n in names if glob_match(value.encode(), n.encode())]
+        elif kind == b"aclcat":
+            names = [c.name for c in COMMANDS.values() if f"@{value}" in c.categories]
+        elif kind == b"module":
+            names = []
+        else:
+            raise syntax()
+    elif len(args) != 2:
+        raise syntax()
+    return names
+
+
+@command("getkeys", -3, "loading stale", group="server", parent="command", since="2.8.13")
+def command_getkeys(client: Client, args: list[bytes]) -> Any:
+    """Extracts the key names from an arbitrary command."""
+    argv = args[2:]
+    cmd = COMMANDS.get(argv[0].lower())
+    if cmd is None:
+        raise CommandError("Invalid command specified")
+    if not cmd.check_arity(len(argv)):
+        raise CommandError("Invalid number of arguments specified for command")
+    keys = [argv[i] for i in cmd.key_positions(len(argv))]
+    if not keys:
+        raise CommandError("The command has no key arguments")
+    return keys
+
+
+@command("help", 2, "loading stale", group="server", parent="command")
+def command_help(client: Client, args: list[bytes]) -> Any:
+    """Returns helpful text about the different subcommands."""
+    return [
+        "COMMAND <subcommand> [<arg> [value] [opt] ...]. Subcommands are:",
+        "(no subcommand)", "    Return details about all commands.",
+        "COUNT", "    Return the total number of commands in this server.",
+        "LIST", "    Return a list of all commands in this server.",
+        "INFO [<command-name> ...]", "    Return details about the given commands.",
+        "DOCS [<command-name> ...]", "    Return documentation details about the given commands.",
+        "GETKEYS <full-command>", "    Return the keys from a full command.",
+        "HELP", "    Print this help.",
+    ]
+
+
+# -- FUNCTION, SLOWLOG ----------------------------------------------------------------------
+
+container("function", "scripting", "A container for function commands.", "7.0.0")
+
+
+@command("flush", -2, "write noscript", group="scripting", parent="function", since="7.0.0")
+def function_flush(client: Client, args: list[bytes]) -> Any:
+    """Deletes all libraries and functions (Narad has none: nothing to do)."""
+    if len(args) > 3 or (len(args) == 3 and args[2].lower() not in (b"async", b"sync")):
+        raise syntax()
+    return OK
+
+
+@command("list", -2, "noscript", group="scripting", parent="function", since="7.0.0")
+def function_list(client: Client, args: list[bytes]) -> Any:
+    """Returns information about all libraries (Narad has none)."""
+    return []
+
+
+container("slowlog", "server", "A container for slow log commands.", "2.2.12")
+
+
+@command("get", -2, "admin loading stale", group="server", parent="slowlog")
+def slowlog_get(client: Client, args: list[bytes]) -> Any:
+    """Returns the slow log's entries."""
+    count = 10
+    if len(args) == 3:
+        count = parse_int(args[2], "count should be greater than or equal to -1")
+        if count < -1:
+            raise CommandError("count should be greater than or equal to -1")
+        if count == -1:
+            count = len(client.server.slowlog)
+    elif len(args) > 3:
+        raise wrong_arity("slowlog|get")
+    return [
+        [e.id, e.at_s, e.usec, e.argv, e.addr.encode(), e.name.encode()]
+        for e in list(client.server.slowlog)[:count]
+    ]
+
+
+@command("len", 2, "admin loading stale", group="server", parent="slowlog")
+def slowlog_len(client: Client, args: list[bytes]) -> Any:
+    """Returns the number of entries in the slow log."""
+    return len(client.server.slowlog)
+
+
+@command("reset", 2, "admin loading stale", group="server", parent="slowlog")
+def slowlog_reset(client: Client, args: list[bytes]) -> Any:
+    """Clears all entries from the slow log."""
+    client.server.slowlog.clear()
+    return OK
+
+
+@command("help", 2, "loading stale", group="server", parent="slowlog")
+def slowlog_help(client: Client, args: list[bytes]) -> Any:
+    """Show helpful text about the different subcommands."""
+    return [
+        "SLOWLOG <subcommand> [<arg> [value] [opt] ...]. Subcommands are:",
+        "GET [<count>]", "    Return top <count> entries from the slowlog (default: 10, -1 mean all).",
+        "LEN", "    Return the length of the slowlog.",
+        "RESET", "    Reset the slowlog.",
+        "HELP", "    Print this help.",
+    ]

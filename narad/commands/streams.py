@@ -1,0 +1,359 @@
+"""Stream commands without consumer groups: XADD, XRANGE, XREVRANGE, XLEN, XDEL,
+XTRIM, XREAD, XSETID, with Redis 7.0's replies and error texts.
+
+Consumer group commands (XGROUP, XREADGROUP, XACK, XPENDING, XCLAIM, XAUTOCLAIM,
+XINFO) live in narad/commands/groups.py.
+"""
+
+from __future__ import annotations
+
+import time
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any
+
+from narad.commands.args import parse_int, parse_timeout_ms
+from narad.commands.table import command
+from narad.errors import CommandError, syntax, wrong_arity
+from narad.resp import NullArray
+from narad.streams import ids
+from narad.streams.stream import Entry, Stream
+
+if TYPE_CHECKING:
+    from narad.server import Client
+
+
+def now_ms() -> int:
+    return time.time_ns() // 1_000_000
+
+
+def entry_reply(entry: Entry) -> list[Any]:
+    sid, fields = entry
+    return [ids.fmt(sid), fields]
+
+
+def get_stream(client: Client, key: bytes) -> Stream | None:
+    return client.server.store.get(client.db, key)
+
+
+def written(client: Client, key: bytes) -> None:
+    """After a write to `key`: WATCH and blocked readers learn of it."""
+    client.server.store.touch(client.db, key)
+    client.server.signal_key(client.db, key)
+
+
+# -- XADD / XTRIM ------------------------------------------------------------------------
+
+
+@dataclass
+class TrimArgs:
+    maxlen: int | None = None
+    minid: int | None = None
+    approx: bool = False
+    limit: int = 0
+    nomkstream: bool = False
+
+
+def parse_trim_args(client: Client, args: list[bytes], xadd: bool) -> tuple[TrimArgs, int]:
+    """Options from args[2] on; returns them and the index where XADD's ID is."""
+    opts = TrimArgs()
+    limit_given = False
+    i = 2
+    while i < len(args):
+        more = len(args) - 1 - i
+        opt = args[i].lower()
+        if xadd and args[i] == b"*":
+            break
+        if opt in (b"maxlen", b"minid") and more:
+            if opts.maxlen is not None or opts.minid is not None:
+                raise CommandError(
+                    "syntax error, MAXLEN and MINID options at the same time are not compatible"
+                )
+            opts.approx = False
+            if more >= 2 and args[i + 1] in (b"~", b"="):
+                opts.approx = args[i + 1] == b"~"
+                i += 1
+            if opt == b"maxlen":
+                opts.maxlen = parse_int(args[i + 1])
+                if opts.maxlen < 0:
+                    raise CommandError("The MAXLEN argument must be >= 0.")
+            else:
+                opts.minid = ids.parse(args[i + 1], strict=True)
+            i += 2
+        elif opt == b"limit" and more:
+            opts.limit = parse_int(args[i + 1])
+            if opts.limit < 0:
+                raise CommandError("The LIMIT argument must be >= 0.")
+            limit_given = True
+            i += 2
+        elif xadd and opt == b"nomkstream":
+            opts.nomkstream = True
+            i += 1
+        elif xadd:
+            break
+        else:
+            raise syntax()
+    strategy = opts.maxlen is not None or opts.minid is not None
+    if opts.limit and not strategy:
+        raise CommandError(
+            "syntax error, LIMIT cannot be used without specifying a trimming strategy"
+        )
+    if not xadd and not strategy:
+        raise CommandError("syntax error, XTRIM must be called with a trimming strategy")
+    if limit_given and not opts.approx:
+        raise CommandError("syntax error, LIMIT cannot be used without the special ~ option")
+    if opts.approx and not limit_given:
+        node = int(client.server.config["stream-node-max-entries"])  # type: ignore[call-overload]
+        opts.limit = min(max(100 * node, 0) or 10000, 1_000_000)
+    return opts, i
+
+
+@command("xadd", -5, "write denyoom fast", (1, 1, 1), "stream", since="5.0.0",
+         complexity="O(1) when adding a new entry, O(N) when trimming")
+def xadd(client: Client, args: list[bytes]) -> Any:
+    """Appends a new message to a stream. Creates the key if it doesn't exist."""
+    opts, idpos = parse_trim_args(client, args, xadd=True)
+    fields = args[idpos + 1 :]
+    if idpos >= len(args) or len(fields) < 2 or len(fields) % 2:
+        raise wrong_arity("xadd")
+    explicit: int | None = None
+    seq_given = True
+    if args[idpos] != b"*":
+        explicit, seq_given = ids.parse_for_add(args[idpos])
+        if seq_given and explicit == 0:
+            raise CommandError("The ID specified in XADD must be greater than 0-0")
+    store = client.server.store
+    key = args[1]
+    stream = store.get(client.db, key)
+    if stream is None:
+        if opts.nomkstream:
+            return None
+        stream = store.create_stream(client.db, key)
+    last = stream.last_id
+    if last == ids.ID_MAX:
+        raise CommandError(
+            "The stream has exhausted the last possible ID, unable to add more items"
+        )
+    sid = _new_id(last, explicit, seq_given)
+    if sid is None or sid <= last:
+        raise CommandError(
+            "The ID specified in XADD is equal or smaller than the target stream top item"
+        )
+    stream.add(sid, fields)
+    written(client, key)
+    if opts.maxlen is not None or opts.minid is not None:
+        stream.trim(opts.maxlen, opts.minid, opts.approx, opts.limit)
+    return ids.fmt(sid)
+
+
+def _new_id(last: int, explicit: int | None, seq_given: bool) -> int | None:
+    if explicit is None:
+        ms = now_ms()
+        last_ms, _ = ids.split(last)
+        return ids.make(ms, 0) if ms > last_ms else ids.next_after(last)
+    if seq_given:
+        return explicit
+    ms, _ = ids.split(explicit)
+    last_ms, last_seq = ids.split(last)
+    if ms == last_ms:
+        return None if last_seq == ids.U64_MAX else last + 1
+    return explicit
+
+
+@command("xtrim", -4, "write", (1, 1, 1), "stream", since="5.0.0", complexity="O(N)")
+def xtrim(client: Client, args: list[bytes]) -> Any:
+    """Deletes messages from the beginning of a stream."""
+    opts, i = parse_trim_args(client, args, xadd=False)
+    if i < len(args):
+        raise syntax()
+    stream = get_stream(client, args[1])
+    if stream is None:
+        return 0
+    removed = stream.trim(opts.maxlen, opts.minid, opts.approx, opts.limit)
+    if removed:
+        written(client, args[1])
+    return removed
+
+
+# -- reading ------------------------------------------------------------------------------
+
+
+def parse_count(args: list[bytes], i: int) -> int:
+    count = parse_int(args[i])
+    return max(count, 0)
+
+
+def _range(client: Client, args: list[bytes], reverse: bool) -> Any:
+    name = "xrevrange" if reverse else "xrange"
+    if len(args) not in (4, 6):
+        if len(args) > 6 or len(args) == 5:
+            raise syntax()
+        raise wrong_arity(name)
+    high_arg, low_arg = (args[2], args[3]) if reverse else (args[3], args[2])
+    low = ids.parse_range_bound(low_arg, low=True)
+    high = ids.parse_range_bound(high_arg, low=False)
+    if low_arg[:1] == b"(" and low is None:
+        raise CommandError("invalid start ID for the interval")
+    if high_arg[:1] == b"(" and high is None:
+        raise CommandError("invalid end ID for the interval")
+    count = 0
+    if len(args) == 6:
+        if args[4].lower() != b"count":
+            raise syntax()
+        count = parse_int(args[5])
+        if count <= 0:
+            return NullArray()
+    stream = get_stream(client, args[1])
+    if stream is None or low is None or high is None or low > high:
+        return []
+    found = stream.revrange(high, low, count) if reverse else stream.range(low, high, count)
+    return [entry_reply(e) for e in found]
+
+
+@command("xrange", -4, "readonly", (1, 1, 1), "stream", since="5.0.0", complexity="O(N)")
+def xrange(client: Client, args: list[bytes]) -> Any:
+    """Returns the messages from a stream within a range of IDs."""
+    return _range(client, args, reverse=False)
+
+
+@command("xrevrange", -4, "readonly", (1, 1, 1), "stream", since="5.0.0", complexity="O(N)")
+def xrevrange(client: Client, args: list[bytes]) -> Any:
+    """Returns the messages from a stream within a range of IDs in reverse order."""
+    return _range(client, args, reverse=True)
+
+
+@command("xlen", 2, "readonly fast", (1, 1, 1), "stream", since="5.0.0")
+def xlen(client: Client, args: list[bytes]) -> Any:
+    """Return the number of messages in a stream."""
+    stream = get_stream(client, args[1])
+    return stream.length if stream is not None else 0
+
+
+@command("xdel", -3, "write fast", (1, 1, 1), "stream", since="5.0.0", complexity="O(1) per ID")
+def xdel(client: Client, args: list[bytes]) -> Any:
+    """Returns the number of messages after removing them from a stream."""
+    sids = [ids.parse(a, strict=True) for a in args[2:]]
+    stream = get_stream(client, args[1])
+    if stream is None:
+        return 0
+    removed = stream.delete(sids)
+    if removed:
+        written(client, args[1])
+    return removed
+
+
+@command("xsetid", -3, "write denyoom fast", (1, 1, 1), "stream", since="5.0.0")
+def xsetid(client: Client, args: list[bytes]) -> Any:
+    """An internal command for replicating stream values."""
+    sid = ids.parse(args[2], strict=True)
+    entries_added: int | None = None
+    max_deleted: int | None = None
+    i = 3
+    while i < len(args):
+        opt = args[i].lower()
+        if opt == b"entriesadded" and i + 1 < len(args):
+            entries_added = parse_int(args[i + 1])
+            if entries_added < 0:
+                raise CommandError("entries_added must be positive")
+        elif opt == b"maxdeletedid" and i + 1 < len(args):
+            max_deleted = ids.parse(args[i + 1], strict=True)
+            if sid < max_deleted:
+                raise CommandError(
+                    "The ID specified in XSETID is smaller than the provided max_deleted_entry_id"
+                )
+        else:
+            raise syntax()
+        i += 2
+    stream = get_stream(client, args[1])
+    if stream is None:
+        raise CommandError("no such key")
+    if entries_added is not None and stream.length > entries_added:
+        raise CommandError(
+            "The entries_added specified in XSETID is smaller than the target stream length"
+        )
+    last = stream.last_entry()
+    if stream.length and last is not None and sid < last[0]:
+        raise CommandError("The ID specified in XSETID is smaller than the target stream top item")
+    stream.set_id(sid, entries_added, max_deleted)
+    written(client, args[1])
+    from narad.resp import SimpleString
+
+    return SimpleString("OK")
+
+
+# -- XREAD ------------------------------------------------------------------------------
+
+
+@command("xread", -4, "readonly blocking", (0, 0, 0), "stream", since="5.0.0",
+         complexity="O(N) per stream")
+def xread(client: Client, args: list[bytes]) -> Any:
+    """Return never seen elements in multiple streams, with IDs greater than the ones
+    reported by the caller for each stream. Can block."""
+    count, block_ms, keys, id_args = parse_read_args(args, group=False)
+    starts: list[int] = []
+    for key, arg in zip(keys, id_args, strict=True):
+        if arg == b"$":
+            stream = get_stream(client, key)
+            starts.append(stream.last_id if stream is not None else 0)
+        else:
+            starts.append(ids.parse(arg))
+
+    def attempt() -> Any:
+        return _read_streams(client, keys, starts, count)
+
+    reply = attempt()
+    if reply is not None or block_ms is None or client.in_exec:
+        return reply if reply is not None else NullArray()
+    from narad.server import Block
+
+    return Block([(client.db, k) for k in keys], block_ms, attempt, NullArray())
+
+
+def _read_streams(client: Client, keys: list[bytes], starts: list[int], count: int) -> Any:
+    out: dict[bytes, list[Any]] = {}
+    for key, after in zip(keys, starts, strict=True):
+        stream = get_stream(client, key)
+        if stream is None or after == ids.ID_MAX:
+            continue
+        found = stream.range(after + 1, ids.ID_MAX, count)
+        if found:
+            out[key] = [entry_reply(e) for e in found]
+    if not out:
+        return None
+    if client.protocol >= 3:
+        return out
+    return [[k, v] for k, v in out.items()]
+
+
+def parse_read_args(
+    args: list[bytes], group: bool
+) -> tuple[int, int | None, list[bytes], list[bytes]]:
+    """COUNT / BLOCK / (NOACK) / STREAMS of XREAD and XREADGROUP (from args[1] or after
+    GROUP g c). Returns (count, block_ms or None, keys, ids)."""
+    count, block_ms = 0, None
+    i = 4 if group else 1
+    while i < len(args):
+        opt = args[i].lower()
+        more = len(args) - 1 - i
+        if opt == b"count" and more:
+            count = max(parse_int(args[i + 1]), 0)
+            i += 2
+        elif opt == b"block" and more:
+            block_ms = parse_timeout_ms(args[i + 1])
+            i += 2
+        elif opt == b"noack" and group:
+            i += 1
+        elif opt == b"streams" and more:
+            rest = args[i + 1 :]
+            if len(rest) % 2:
+                raise CommandError(
+                    "Unbalanced "
+                    + ("XREADGROUP" if group else "XREAD")
+                    + " list of streams: for each stream key an ID or '"
+                    + (">" if group else "$")
+                    + "' must be specified."
+                )
+            half = len(rest) // 2
+            return count, block_ms, rest[:half], rest[half:]
+        else:
+            raise syntax()
+    raise syntax()

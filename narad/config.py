@@ -1,0 +1,1098 @@
+"""Narad's settings: the table, the config file, and CONFIG GET / SET / REWRITE.
+
+This module owns:
+
+- the table of settings (`SETTINGS`): name, kind, default, aliases, whether CONFIG SET
+  may change it, and the one-line doc from which conf/narad.conf is generated;
+- the config file in redis.conf syntax: one `name arg ...` per line, `#` comments at
+  the start of a line, arguments split and quoted as redis-server splits them;
+- CONFIG GET (Redis's glob, case-insensitive), CONFIG SET (several pairs, all or
+  nothing) and CONFIG REWRITE (comments and line order kept, written atomically);
+- the exact error texts of Redis 7.0 for all of these.
+
+It never opens sockets and never changes the process (no chdir, no daemonizing): a
+setting's effect belongs to whoever reads it, told of runtime changes by `on_change`.
+File I/O happens only in `Config.load` and `Config.rewrite`.
+
+Values are text (`str`); bytes a client or a file gives that are not UTF-8 are
+carried as surrogate escapes, so they encode back to the same bytes.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import re
+import tempfile
+import textwrap
+from collections.abc import Callable, Iterable, Sequence
+from dataclasses import dataclass, replace
+from pathlib import Path
+from typing import ClassVar
+
+KB = 1024
+MB = 1024 * KB
+GB = 1024 * MB
+INT_MAX = 2**31 - 1
+UINT_MAX = 2**32 - 1
+LLONG_MAX = 2**63 - 1
+LLONG_MIN = -(2**63)
+BIND_ADDRESSES_MAX = 16
+
+# Marks where CONFIG REWRITE starts appending settings the file did not have.
+REWRITE_MARK = "# Settings below were added by CONFIG REWRITE"
+
+
+class ConfigError(Exception):
+    """A configuration refused: a bad config file line, CONFIG SET, or CONFIG REWRITE.
+
+    `str(error)` is the whole error text *without* an error code; the server answers
+    it as `ERR <text>`. `reason` is the last part alone (e.g. "argument must be 'yes'
+    or 'no'"); for a file line, `path` and `line` say where it is.
+    """
+
+    def __init__(
+        self, message: str, reason: str | None = None, path: str | None = None,
+        line: int | None = None,
+    ) -> None:
+        super().__init__(message)
+        self.reason = message if reason is None else reason
+        self.path = path
+        self.line = line
+
+
+class BadValue(Exception):
+    """A value a kind cannot accept; the text is Redis's reason, e.g. "argument must ..."."""
+
+
+# -- Text: Redis's argument splitting, quoting, numbers and globs ------------------------
+
+_C_SPACE = " \t\n\v\f\r"  # isspace() in the C locale
+_TOKEN_END = " \n\r\t"
+_ESCAPES = {"n": "\n", "r": "\r", "t": "\t", "b": "\b", "a": "\a"}
+_REPR = {"\\": "\\\\", '"': '\\"', "\n": "\\n", "\r": "\\r", "\t": "\\t", "\a": "\\a", "\b": "\\b"}
+_HEX = "0123456789abcdefABCDEF"
+
+
+def split_args(line: str) -> list[str] | None:
+    """Split a config line as redis-server does (sdssplitargs); None on bad quoting.
+
+    Arguments are separated by blanks. "double quotes" take \\n \\r \\t \\b \\a, \\xHH
+    and \\<any char>; 'single quotes' take only \\'. A closing quote must be followed by
+    a blank or the end of the line. Quotes may start inside an argument: a"b c" is
+    one argument, `ab c`.
+    """
+    args: list[str] = []
+    i, n = 0, len(line)
+    while True:
+        while i < n and line[i] in _C_SPACE:
+            i += 1
+        if i >= n:
+            return args
+        token = _split_token(line, i)
+        if token is None:
+            return None
+        text, i = token
+        args.append(_normal(text))
+
+
+def _split_token(line: str, i: int) -> tuple[str, int] | None:
+    """One argument starting at `i`: its text and the index after it, or None."""
+    out: list[str] = []
+    quote = ""
+    n = len(line)
+    while True:
+        c = line[i] if i < n else ""
+        if quote == '"':
+            if c == "\\" and line[i + 1 : i + 2] == "x" and _is_hex(line[i + 2 : i + 4]):
+                out.append(_byte_char(int(line[i + 2 : i + 4], 16)))
+                i += 3
+            elif c == "\\" and i + 1 < n:
+                i += 1
+                out.append(_ESCAPES.get(line[i], line[i]))
+            elif c == '"':
+                if i + 1 < n and line[i + 1] not in _C_SPACE:
+                    return None
+                return "".join(out), i + 1
+            elif not c:
+                return None
+            else:
+                out.append(c)
+        elif quote == "'":
+            if c == "\\" and line[i + 1 : i + 2] == "'":
+                i += 1
+                out.append("'")
+            elif c == "'":
+                if i + 1 < n and line[i + 1] not in _C_SPACE:
+                    return None
+                return "".join(out), i + 1
+            elif not c:
+                return None
+            else:
+                out.append(c)
+        elif not c or c in _TOKEN_END:
+            return "".join(out), i + 1
+        elif c in "\"'":
+            quote = c
+        else:
+            out.append(c)
+        i += 1
+
+
+def _is_hex(pair: str) -> bool:
+    return len(pair) == 2 and all(ch in _HEX for ch in pair)
+
+
+def _byte_char(byte: int) -> str:
+    """The character a raw byte stands for: itself if ASCII, else its surrogate escape."""
+    return chr(byte) if byte < 0x80 else chr(0xDC00 + byte)
+
+
+def _normal(text: str) -> str:
+    """Join escaped bytes that form UTF-8 ("\\xc3\\xa9" becomes "é")."""
+    return text.encode("utf-8", "surrogateescape").decode("utf-8", "surrogateescape")
+
+
+def quote(text: str) -> str:
+    """`text` in double quotes as redis-server writes strings (sdscatrepr):
+    split_args(quote(s)) == [s] for every s."""
+    out = ['"']
+    for byte in text.encode("utf-8", "surrogateescape"):
+        ch = chr(byte)
+        if ch in _REPR:
+            out.append(_REPR[ch])
+        elif 0x20 <= byte < 0x7F:
+            out.append(ch)
+        else:
+            out.append(f"\\x{byte:02x}")
+    out.append('"')
+    return "".join(out)
+
+
+def _bare_or_quoted(text: str) -> str:
+    """An argument as written in a config file: bare when that splits back the same."""
+    if text and all(0x20 < ord(ch) < 0x7F and ch not in "\"'\\" for ch in text):
+        return text
+    return quote(text)
+
+
+_MEMORY = re.compile(r"([0-9]+)(b|k|kb|m|mb|g|gb)?", re.IGNORECASE)
+_UNITS = {"": 1, "b": 1, "k": 1000, "kb": KB, "m": 1000**2, "mb": MB, "g": 1000**3, "gb": GB}
+
+
+def parse_memory(text: str) -> int:
+    """A byte count with Redis's units: b, k (1000), kb (1024), m, mb, g, gb, any case.
+
+    Raises ValueError("argument must be a memory value") for anything else (a sign,
+    blanks, a fraction, an empty string).
+    """
+    match = _MEMORY.fullmatch(text)
+    if match is None:
+        raise ValueError("argument must be a memory value")
+    return int(match[1]) * _UNITS[(match[2] or "").lower()]
+
+
+def format_memory(count: int) -> str:
+    """A byte count as CONFIG REWRITE writes it: in gb, mb or kb when exact."""
+    for unit, size in (("gb", GB), ("mb", MB), ("kb", KB)):
+        if count and count % size == 0:
+            return f"{count // size}{unit}"
+    return str(count)
+
+
+_INTEGER = re.compile(r"-?[1-9][0-9]*|0")
+
+
+def parse_integer(text: str) -> int:
+    """A signed 64-bit integer in Redis's strict form: no '+', no blanks, no leading
+    zeros, no "-0". Raises ValueError otherwise."""
+    if _INTEGER.fullmatch(text) is None or not LLONG_MIN <= int(text) <= LLONG_MAX:
+        raise ValueError("argument couldn't be parsed into an integer")
+    return int(text)
+
+
+def glob_match(pattern: str, name: str) -> bool:
+    """Redis's glob (stringmatchlen), case-insensitive: * ? [abc] [^a] [a-z] and \\x.
+
+    As in Redis, an unclosed [ ends at the end of the pattern, and a character escaped
+    inside brackets compares case-sensitively.
+    """
+    return _glob(pattern, 0, name, 0, [False])
+
+
+def _glob(pat: str, p: int, text: str, s: int, give_up: list[bool]) -> bool:
+    # give_up[0]: a '*' found that the rest of the pattern matches no suffix, so
+    # trying longer matches for earlier stars is pointless (keeps this linear-ish).
+    while p < len(pat) and s < len(text):
+        c = pat[p]
+        if c == "*":
+            return _glob_star(pat, p, text, s, give_up)
+        if c == "[":
+            p, ok = _glob_class(pat, p + 1, text[s])
+            if not ok:
+                return False
+        elif c != "?":
+            if c == "\\" and p + 1 < len(pat):
+                p += 1
+            if pat[p].lower() != text[s].lower():
+                return False
+        p += 1
+        s += 1
+        if s == len(text):
+            while p < len(pat) and pat[p] == "*":
+                p += 1
+    return p == len(pat) and s == len(text)
+
+
+def _glob_star(pat: str, p: int, text: str, s: int, give_up: list[bool]) -> bool:
+    while p + 1 < len(pat) and pat[p + 1] == "*":
+        p += 1
+    if p + 1 == len(pat):
+        return True
+    for start in range(s, len(text)):
+        if _glob(pat, p + 1, text, start, give_up):
+            return True
+        if give_up[0]:
+            return False
+    give_up[0] = True
+    return False
+
+
+def _glob_class(pat: str, p: int, ch: str) -> tuple[int, bool]:
+    """Match `ch` against the bracket class starting after '['.
+
+    Returns the index of the closing ']' (or of the last character when unclosed)
+    and whether `ch` matched.
+    """
+    negate = p < len(pat) and pat[p] == "^"
+    p += negate
+    matched = False
+    while True:
+        left = len(pat) - p
+        if left >= 2 and pat[p] == "\\":
+            p += 1
+            matched |= pat[p] == ch
+        elif left and pat[p] == "]":
+            break
+        elif not left:
+            p -= 1
+            break
+        elif left >= 3 and pat[p + 1] == "-":
+            low, high = sorted((pat[p], pat[p + 2]))
+            matched |= low.lower() <= ch.lower() <= high.lower()
+            p += 2
+        else:
+            matched |= pat[p].lower() == ch.lower()
+        p += 1
+    return p, matched != negate
+
+
+# -- Kinds: how each kind of setting parses, shows and writes its value ------------------
+
+
+class Kind:
+    """How one kind of setting reads its arguments and renders its value.
+
+    `parse` gets the arguments (one, or several for a multi-argument kind) and the
+    current value (for kinds that update part of it) and raises BadValue with Redis's
+    reason. `show` renders for CONFIG GET; `write` gives the arguments of each
+    config-file line for the value (several lines for some kinds).
+    """
+
+    label: ClassVar[str]
+    multi_arg: ClassVar[bool] = False
+    # Whether successive lines of one config file add up (`save`) or the last wins.
+    accumulates: ClassVar[bool] = False
+
+    def parse(self, args: Sequence[str], current: object) -> object:
+        raise NotImplementedError
+
+    def show(self, value: object) -> str:
+        return str(value)
+
+    def write(self, value: object) -> list[str]:
+        return [self.show(value)]
+
+
+@dataclass(frozen=True)
+class BoolKind(Kind):
+    """yes or no (any case). `only`, when set, is the one value Narad accepts, and
+    `why` says why the other is refused."""
+
+    label: ClassVar[str] = "bool"
+    only: bool | None = None
+    why: str = ""
+
+    def parse(self, args: Sequence[str], current: object) -> object:
+        text = args[0].lower()
+        if text not in ("yes", "no"):
+            raise BadValue("argument must be 'yes' or 'no'")
+        value = text == "yes"
+        if self.only is not None and value != self.only:
+            raise BadValue(f"argument must be '{self.show(self.only)}' ({self.why})")
+        return value
+
+    def show(self, value: object) -> str:
+        return "yes" if value else "no"
+
+
+@dataclass(frozen=True)
+class IntKind(Kind):
+    """A whole number between `minimum` and `maximum`, inclusive."""
+
+    label: ClassVar[str] = "int"
+    minimum: int = 0
+    maximum: int = LLONG_MAX
+
+    def parse(self, args: Sequence[str], current: object) -> object:
+        try:
+            value = parse_integer(args[0])
+        except ValueError as exc:
+            raise BadValue(str(exc)) from None
+        return self.bounded(value)
+
+    def bounded(self, value: int) -> int:
+        if not self.minimum <= value <= self.maximum:
+            raise BadValue(f"argument must be between {self.minimum} and {self.maximum} inclusive")
+        return value
+
+
+@dataclass(frozen=True)
+class MemoryKind(IntKind):
+    """A byte count with units (512mb, 1gb, 64k); shown as plain bytes by CONFIG GET."""
+
+    label: ClassVar[str] = "memory"
+
+    def parse(self, args: Sequence[str], current: object) -> object:
+        try:
+            value = parse_memory(args[0])
+        except ValueError as exc:
+            raise BadValue(str(exc)) from None
+        return self.bounded(value)
+
+    def write(self, value: object) -> list[str]:
+        assert isinstance(value, int)
+        return [format_memory(value)]
+
+
+@dataclass(frozen=True)
+class EnumKind(Kind):
+    """One of `choices` (any case); the value is the choice in lower case."""
+
+    label: ClassVar[str] = "enum"
+    choices: tuple[str, ...] = ()
+
+    def parse(self, args: Sequence[str], current: object) -> object:
+        text = args[0].lower()
+        if text not in self.choices:
+            raise BadValue(f"argument(s) must be one of the following: {', '.join(self.choices)}")
+        return text
+
+
+@dataclass(frozen=True)
+class StringKind(Kind):
+    """Any text, empty included."""
+
+    label: ClassVar[str] = "string"
+
+    def parse(self, args: Sequence[str], current: object) -> object:
+        return args[0]
+
+    def write(self, value: object) -> list[str]:
+        return [quote(str(value))]
+
+
+@dataclass(frozen=True)
+class BindKind(Kind):
+    """Addresses to listen on; the value is them joined by single spaces.
+
+    One empty argument means no address. Empty pieces (from doubled spaces in a
+    CONFIG SET value) are dropped; addresses are not checked here, binding them does.
+    """
+
+    label: ClassVar[str] = "special"
+    multi_arg: ClassVar[bool] = True
+
+    def parse(self, args: Sequence[str], current: object) -> object:
+        if len(args) > BIND_ADDRESSES_MAX:
+            raise BadValue("Too many bind addresses specified.")
+        return " ".join(arg for arg in args if arg)
+
+    def write(self, value: object) -> list[str]:
+        addresses = str(value).split()
+        return [" ".join(_bare_or_quoted(a) for a in addresses) if addresses else '""']
+
+
+_SAVE_NUMBER = re.compile(r"[ \t\n\v\f\r]*[+-]?[0-9]+")
+
+
+@dataclass(frozen=True)
+class SaveKind(Kind):
+    """Redis's `save <seconds> <changes> ...`: pairs with seconds >= 1, changes >= 0.
+
+    The value is the pairs joined by spaces ("" for none, also written `save ""`). In a
+    config file, successive `save` lines add pairs, as in redis.conf.
+    """
+
+    label: ClassVar[str] = "special"
+    multi_arg: ClassVar[bool] = True
+    accumulates: ClassVar[bool] = True
+
+    def parse(self, args: Sequence[str], current: object) -> object:
+        if len(args) == 1 and args[0] == "":
+            args = ()
+        if len(args) % 2:
+            raise BadValue("Invalid save parameters")
+        numbers = [self._number(arg, i % 2) for i, arg in enumerate(args)]
+        return " ".join(str(n) for n in numbers)
+
+    @staticmethod
+    def _number(text: str, is_changes: int) -> int:
+        if _SAVE_NUMBER.fullmatch(text) is None:
+            raise BadValue("Invalid save parameters")
+        value = int(text)
+        low, high = (0, INT_MAX) if is_changes else (1, LLONG_MAX)
+        if not low <= value <= high:
+            raise BadValue("Invalid save parameters")
+        return value
+
+    def write(self, value: object) -> list[str]:
+        numbers = str(value).split()
+        pairs = [f"{numbers[i]} {numbers[i + 1]}" for i in range(0, len(numbers), 2)]
+        return pairs or ['""']
+
+
+@dataclass(frozen=True)
+class BufferLimit:
+    """Output buffer limits of one client class; 0 turns a limit off."""
+
+    hard_bytes: int  # disconnect as soon as the pending output passes this
+    soft_bytes: int  # disconnect if the pending output stays past this ...
+    soft_seconds: int  # ... for this many seconds in a row
+
+
+@dataclass(frozen=True)
+class OutputBufferLimits:
+    """The value of client-output-buffer-limit: one BufferLimit per client class."""
+
+    normal: BufferLimit
+    replica: BufferLimit
+    pubsub: BufferLimit
+
+    CLASSES: ClassVar[tuple[str, ...]] = ("normal", "replica", "pubsub")
+
+    @property
+    def normal_hard_bytes(self) -> int:
+        return self.normal.hard_bytes
+
+    def limits(self) -> list[tuple[str, BufferLimit]]:
+        return [(name, getattr(self, name)) for name in self.CLASSES]
+
+
+_BUFFER_CLASSES = {"normal": "normal", "replica": "replica", "slave": "replica", "pubsub": "pubsub"}
+_SECONDS = re.compile(r"[ \t\n\v\f\r]*[+-]?[0-9]+")
+
+
+@dataclass(frozen=True)
+class BufferLimitKind(Kind):
+    """Redis's `<class> <hard> <soft> <soft-seconds>` groups, for any of the classes
+    normal, replica (or slave), pubsub; classes not named keep their limits. CONFIG
+    GET names the replica class `slave`, as Redis 7.0 does."""
+
+    label: ClassVar[str] = "special"
+    multi_arg: ClassVar[bool] = True
+
+    def parse(self, args: Sequence[str], current: object) -> object:
+        assert isinstance(current, OutputBufferLimits)
+        if len(args) % 4:
+            raise BadValue("Wrong number of arguments in buffer limit configuration.")
+        changes = {}
+        for i in range(0, len(args), 4):
+            name = _BUFFER_CLASSES.get(args[i].lower())
+            if name is None:
+                raise BadValue("Invalid client class specified in buffer limit configuration.")
+            changes[name] = self._limit(args[i + 1 : i + 4])
+        return replace(current, **changes)
+
+    @staticmethod
+    def _limit(args: Sequence[str]) -> BufferLimit:
+        bad = BadValue("Error in hard, soft or soft_seconds setting in buffer limit configuration.")
+        try:
+            hard, soft = parse_memory(args[0]), parse_memory(args[1])
+        except ValueError:
+            raise bad from None
+        if _SECONDS.fullmatch(args[2]) is None:
+            raise bad
+        seconds = int(args[2])
+        if max(hard, soft) > LLONG_MAX or not 0 <= seconds <= INT_MAX:
+            raise bad
+        return BufferLimit(hard, soft, seconds)
+
+    def show(self, value: object) -> str:
+        assert isinstance(value, OutputBufferLimits)
+        return " ".join(
+            f"{'slave' if name == 'replica' else name} "
+            f"{lim.hard_bytes} {lim.soft_bytes} {lim.soft_seconds}"
+            for name, lim in value.limits()
+        )
+
+    def write(self, value: object) -> list[str]:
+        assert isinstance(value, OutputBufferLimits)
+        return [
+            f"{name} {format_memory(lim.hard_bytes)} {format_memory(lim.soft_bytes)} "
+            f"{lim.soft_seconds}"
+            for name, lim in value.limits()
+        ]
+
+
+# -- The table --------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class Setting:
+    """One setting. `default` is the typed value; `mutable` False means CONFIG SET
+    refuses it ("can't set immutable config"); `sensitive` values (passwords) must
+    not be logged; `doc` is one line for conf/narad.conf."""
+
+    name: str
+    kind: Kind
+    default: object
+    doc: str
+    section: str
+    mutable: bool = True
+    aliases: tuple[str, ...] = ()
+    sensitive: bool = False
+
+    def names(self) -> tuple[str, ...]:
+        return (self.name, *self.aliases)
+
+
+NETWORK = "Network"
+SERVER = "Server"
+LIMITS = "Protocol limits"
+STORAGE = "Durability and storage"
+STREAMS = "Streams"
+SLOWLOG = "Slow log and latency"
+REPLICATION = "Replication (reserved: replication is not implemented yet)"
+
+DEFAULT_OUTPUT_BUFFER_LIMITS = OutputBufferLimits(
+    normal=BufferLimit(GB, 0, 0),
+    replica=BufferLimit(256 * MB, 64 * MB, 60),
+    pubsub=BufferLimit(32 * MB, 8 * MB, 60),
+)
+
+SETTINGS: tuple[Setting, ...] = (
+    Setting("port", IntKind(0, 65535), 6379, "TCP port to listen on.", NETWORK),
+    Setting(
+        "bind", BindKind(), "127.0.0.1",
+        "Addresses to listen on, separated by spaces.", NETWORK,
+    ),
+    Setting(
+        "protected-mode", BoolKind(), True,
+        "While requirepass is empty, accept clients from loopback addresses only.", NETWORK,
+    ),
+    Setting(
+        "requirepass", StringKind(), "",
+        "Password clients must give with AUTH or HELLO (empty: none).", NETWORK,
+        sensitive=True,
+    ),
+    Setting(
+        "maxclients", IntKind(1, UINT_MAX), 10000,
+        "Most clients connected at once; further ones are refused.", NETWORK,
+    ),
+    Setting(
+        "timeout", IntKind(0, INT_MAX), 0,
+        "Close a client idle for this many seconds (0: never).", NETWORK,
+    ),
+    Setting(
+        "tcp-keepalive", IntKind(0, INT_MAX), 300,
+        "Seconds between TCP keepalive probes to clients (0: off).", NETWORK,
+    ),
+    Setting(
+        "databases", IntKind(1, INT_MAX), 16,
+        "Number of databases, selected with SELECT 0 .. n-1.", SERVER, mutable=False,
+    ),
+    Setting(
+        "dir", StringKind(), "./narad-data",
+        "Folder that holds the logs (relative to the folder Narad starts in).", SERVER,
+        mutable=False,
+    ),
+    Setting(
+        "loglevel", EnumKind(("debug", "verbose", "notice", "warning", "nothing")), "notice",
+        "How much to log: debug, verbose, notice, warning or nothing.", SERVER,
+    ),
+    Setting(
+        "logfile", StringKind(), "",
+        "File to log to (empty: standard error).", SERVER, mutable=False,
+    ),
+    Setting(
+        "daemonize", BoolKind(only=False, why="Narad does not daemonize"), False,
+        "Must be no: run Narad in the foreground under a supervisor instead.", SERVER,
+        mutable=False,
+    ),
+    Setting(
+        "pidfile", StringKind(), "",
+        "File to write the process ID to (empty: none).", SERVER, mutable=False,
+    ),
+    Setting(
+        "enable-debug-command", EnumKind(("no", "yes", "local")), "no",
+        "Allow the DEBUG command: no, yes, or local (loopback clients only).", SERVER,
+        mutable=False,
+    ),
+    Setting(
+        "proto-max-bulk-len", MemoryKind(MB, LLONG_MAX), 512 * MB,
+        "Largest bulk string a client may send.", LIMITS,
+    ),
+    Setting(
+        "client-query-buffer-limit", MemoryKind(MB, LLONG_MAX), GB,
+        "Most unparsed input buffered for one client before it is disconnected.", LIMITS,
+    ),
+    Setting(
+        "client-output-buffer-limit", BufferLimitKind(), DEFAULT_OUTPUT_BUFFER_LIMITS,
+        "Per client class: <class> <hard> <soft> <soft-seconds>. A client whose pending"
+        " replies pass the hard limit, or stay past the soft one that long, is"
+        " disconnected; 0 turns a limit off. Unlike Redis (normal 0 0 0), Narad gives"
+        " normal clients a 1gb hard limit by default.", LIMITS,
+    ),
+    Setting(
+        "fsync", EnumKind(("everysec", "always", "no")), "always",
+        "When log writes reach the disk: always (before the reply), everysec (within"
+        " about a second), or no (when the OS decides). Also named appendfsync.", STORAGE,
+        aliases=("appendfsync",),
+    ),
+    Setting(
+        "appendonly", BoolKind(only=True, why="Narad always writes its log"), True,
+        "Always yes: every write goes to the log before it is acknowledged.", STORAGE,
+    ),
+    Setting(
+        "save", SaveKind(), "",
+        "Accepted and reported for tools that set it; Narad takes no snapshots (the log"
+        " is the data).", STORAGE,
+    ),
+    Setting(
+        "segment-bytes", MemoryKind(KB, LLONG_MAX), 64 * MB,
+        "Start a new log segment before one would pass this size.", STORAGE,
+    ),
+    Setting(
+        "segment-ms", IntKind(0, LLONG_MAX), 7 * 24 * 3600 * 1000,
+        "Start a new segment once the current one's first record is this many"
+        " milliseconds old (0: never).", STORAGE,
+    ),
+    Setting(
+        "retention-ms", IntKind(0, LLONG_MAX), 0,
+        "Delete sealed segments whose newest record is older than this many"
+        " milliseconds (0: keep forever).", STORAGE,
+    ),
+    Setting(
+        "retention-bytes", MemoryKind(0, LLONG_MAX), 0,
+        "Delete a log's oldest sealed segments beyond this total size (0: unlimited).",
+        STORAGE,
+    ),
+    Setting(
+        "stream-node-max-entries", IntKind(0, LLONG_MAX), 100,
+        "Entries per stream node: the granularity of approximate (~) trimming.", STREAMS,
+    ),
+    Setting(
+        "stream-node-max-bytes", MemoryKind(0, LLONG_MAX), 4096,
+        "Accepted and reported for compatibility; ~ trimming counts entries only.", STREAMS,
+    ),
+    Setting(
+        "slowlog-log-slower-than", IntKind(-1, LLONG_MAX), 10000,
+        "Log commands slower than this many microseconds (-1: none, 0: all).", SLOWLOG,
+    ),
+    Setting(
+        "slowlog-max-len", IntKind(0, LLONG_MAX), 128,
+        "Entries kept in the slow log; the oldest go first.", SLOWLOG,
+    ),
+    Setting(
+        "latency-tracking", BoolKind(), True,
+        "Track per-command latency for INFO latencystats.", SLOWLOG,
+    ),
+    Setting(
+        "min-replicas-to-ack", IntKind(0, INT_MAX), 0,
+        "Acknowledge a write only once this many replicas have it (0: at once).",
+        REPLICATION,
+    ),
+    Setting(
+        "replica-read-only", BoolKind(), True,
+        "A replica refuses writes from clients. Also named slave-read-only.", REPLICATION,
+        aliases=("slave-read-only",),
+    ),
+)
+
+_BY_NAME: dict[str, Setting] = {name: s for s in SETTINGS for name in s.names()}
+
+
+def lookup(name: str) -> Setting | None:
+    """The setting called `name` (any case, aliases too), or None."""
+    return _BY_NAME.get(name.lower())
+
+
+# -- Config -----------------------------------------------------------------------------
+
+
+@dataclass
+class _Where:
+    """Where a setting line came from, for error texts."""
+
+    heading: str  # "Reading the configuration file conf/narad.conf, at line 3"
+    text: str  # the line itself
+    path: str | None = None
+    line: int | None = None
+
+    def error(self, reason: str) -> ConfigError:
+        return ConfigError(
+            f"{self.heading}\n>>> '{self.text}'\n{reason}", reason, self.path, self.line
+        )
+
+
+class Config:
+    """The settings in effect: defaults, then the config file, then overrides, then
+    CONFIG SET. Owned by the server's event loop thread; not thread-safe.
+
+    `path` is the absolute path of the file it was loaded from (None: no file), the
+    file CONFIG REWRITE writes.
+    """
+
+    def __init__(self, path: Path | None = None) -> None:
+        self.path = path
+        self._values: dict[str, object] = {s.name: s.default for s in SETTINGS}
+        self._callbacks: dict[str, list[Callable[[object], None]]] = {}
+
+    # -- loading ------------------------------------------------------------------------
+
+    @classmethod
+    def load(
+        cls, path: str | Path | None = None, overrides: Sequence[tuple[str, str]] = ()
+    ) -> Config:
+        """Defaults, then the file at `path` (redis.conf syntax), then `overrides`:
+        (name, value) pairs from command-line flags (a leading "--" is allowed), each
+        value one argument, replacing what the file set.
+
+        Raises ConfigError naming the file and line (or the flag) for an unknown
+        name, a wrong number of arguments, a bad value, bad quoting or `include`.
+        """
+        config = cls(Path(path).absolute() if path is not None else None)
+        if path is not None:
+            config._load_file(str(path))
+        for name, value in overrides:
+            config._load_override(name, value)
+        return config
+
+    def _load_file(self, shown: str) -> None:
+        assert self.path is not None
+        try:
+            text = self.path.read_bytes().decode("utf-8", "surrogateescape")
+        except OSError as exc:
+            raise ConfigError(f"can't open config file '{shown}': {exc.strerror}") from None
+        seen: set[str] = set()
+        for number, raw in enumerate(text.split("\n"), 1):
+            line = raw.strip(" \t\r\n")
+            if line and not line.startswith("#"):
+                where = _Where(
+                    f"Reading the configuration file {shown}, at line {number}",
+                    line, shown, number,
+                )
+                self._load_line(line, where, seen)
+
+    def _load_line(self, line: str, where: _Where, seen: set[str]) -> None:
+        args = split_args(line)
+        if args is None:
+            raise where.error("Unbalanced quotes in configuration line")
+        if not args:
+            return
+        setting = lookup(args[0])
+        if setting is None:
+            if args[0].lower() == "include":
+                raise where.error("include is not supported: keep all settings in one file")
+            raise where.error("Bad directive or wrong number of arguments")
+        values = self._file_arguments(setting, args[1:], where)
+        value = self._parse(setting, values, where)
+        if setting.kind.accumulates and setting.name in seen and value:
+            value = f"{self._values[setting.name]} {value}".strip()
+        seen.add(setting.name)
+        self._values[setting.name] = value
+
+    @staticmethod
+    def _file_arguments(setting: Setting, values: list[str], where: _Where) -> list[str]:
+        """A multi-argument setting given one non-empty argument is split again, so
+        that `--save "900 1"` and `save "900 1"` work as in Redis."""
+        if not setting.kind.multi_arg:
+            if len(values) != 1:
+                raise where.error("wrong number of arguments")
+            return values
+        if len(values) == 1 and values[0]:
+            again = split_args(values[0])
+            if again is None:
+                raise where.error("Unbalanced quotes in configuration line")
+            return again
+        return values
+
+    def _parse(self, setting: Setting, values: Sequence[str], where: _Where) -> object:
+        try:
+            return setting.kind.parse(values, self._values[setting.name])
+        except BadValue as exc:
+            raise where.error(str(exc)) from None
+
+    def _load_override(self, name: str, value: str) -> None:
+        flag = name if name.startswith("--") else f"--{name}"
+        bare = flag[2:]
+        where = _Where(
+            f"Reading the command line, at option {flag}", f"{bare} {_bare_or_quoted(value)}"
+        )
+        setting = lookup(bare)
+        if setting is None:
+            raise where.error("Bad directive or wrong number of arguments")
+        values = self._file_arguments(setting, [value], where)
+        self._values[setting.name] = self._parse(setting, values, where)
+
+    # -- reading ------------------------------------------------------------------------
+
+    def __getitem__(self, name: str) -> object:
+        """The typed value of a setting (any name or alias): bool, int, str, or
+        OutputBufferLimits. Raises KeyError for an unknown name."""
+        setting = lookup(name)
+        if setting is None:
+            raise KeyError(name)
+        return self._values[setting.name]
+
+    def show(self, name: str) -> str:
+        """A setting's value as CONFIG GET renders it."""
+        setting = lookup(name)
+        if setting is None:
+            raise KeyError(name)
+        return setting.kind.show(self._values[setting.name])
+
+    def settings(self) -> list[Setting]:
+        return list(SETTINGS)
+
+    def get(self, patterns: Sequence[str]) -> list[tuple[str, str]]:
+        """CONFIG GET pattern [pattern ...]: (name, value) pairs, each name once.
+
+        A pattern without * ? or [ is a name looked up as is (any case) and answered
+        under the spelling given; other patterns are Redis globs, case-insensitive,
+        matched against every name and alias, answered in table order. An alias is a
+        name of its own: `*fsync` answers both fsync and appendfsync.
+        """
+        found: dict[str, tuple[str, str]] = {}
+        for pattern in patterns:
+            for shown, setting in self._matches(pattern):
+                if shown.lower() not in found:
+                    value = setting.kind.show(self._values[setting.name])
+                    found[shown.lower()] = (shown, value)
+        return list(found.values())
+
+    @staticmethod
+    def _matches(pattern: str) -> Iterable[tuple[str, Setting]]:
+        if not any(ch in pattern for ch in "*?["):
+            setting = lookup(pattern)
+            return [(pattern, setting)] if setting is not None else []
+        return [
+            (name, s) for s in SETTINGS for name in s.names() if glob_match(pattern, name)
+        ]
+
+    # -- CONFIG SET ---------------------------------------------------------------------
+
+    def set(self, pairs: Sequence[tuple[str, str]]) -> None:
+        """CONFIG SET name value [name value ...]: all pairs or none.
+
+        Checks every name first: the first unknown, immutable or repeated one (an
+        alias of an earlier name counts as a repeat) is refused. Then every value is
+        parsed against a copy; the first bad one is refused and nothing changes.
+        A multi-argument setting's value is split at single spaces, as Redis does.
+        Callbacks run after the change, in the order of the pairs. The caller checks
+        the command's arity (an odd argument count is Redis's "syntax error").
+        """
+        chosen = self._check_names(pairs)
+        values = dict(self._values)
+        for (name, text), setting in zip(pairs, chosen, strict=True):
+            args = _set_arguments(setting, text)
+            try:
+                values[setting.name] = setting.kind.parse(args, values[setting.name])
+            except BadValue as exc:
+                raise _set_error(name.lower(), str(exc)) from None
+        self._values = values
+        for setting in chosen:
+            for callback in self._callbacks.get(setting.name, []):
+                callback(values[setting.name])
+
+    @staticmethod
+    def _check_names(pairs: Sequence[tuple[str, str]]) -> list[Setting]:
+        chosen: list[Setting] = []
+        for name, _ in pairs:
+            setting = lookup(name)
+            if setting is None:
+                raise ConfigError(
+                    f"Unknown option or number of arguments for CONFIG SET - '{name}'"
+                )
+            if not setting.mutable:
+                raise _set_error(name, "can't set immutable config")
+            if any(s is setting for s in chosen):
+                raise _set_error(name, "duplicate parameter")
+            chosen.append(setting)
+        return chosen
+
+    def on_change(self, name: str, callback: Callable[[object], None]) -> None:
+        """Call `callback(new typed value)` after each successful CONFIG SET of the
+        setting `name` (any name or alias), even if the value is the same."""
+        setting = lookup(name)
+        if setting is None:
+            raise KeyError(name)
+        self._callbacks.setdefault(setting.name, []).append(callback)
+
+    # -- CONFIG REWRITE -----------------------------------------------------------------
+
+    def rewrite(self) -> None:
+        """CONFIG REWRITE: write the values in effect into `path`.
+
+        Comments, blank lines and line order are kept (runs of blank lines become
+        one). A setting's lines are replaced in place (by its main name); extra lines
+        of it are blanked; a setting the file lacks is appended, after a marker line,
+        only if it differs from its default. Lines that are not settings are kept as
+        comments starting "# ??? ". The new file replaces the old atomically (temp
+        file, fsync, rename, fsync of the folder) and keeps its permissions.
+        """
+        if self.path is None:
+            raise ConfigError("The server is running without a config file")
+        try:
+            old = _read_lines(self.path)
+            _replace_file(self.path, self._rewritten(old))
+        except OSError as exc:
+            raise ConfigError(f"Rewriting config file: {exc.strerror or exc}") from None
+
+    def _rewritten(self, old: list[str]) -> str:
+        lines, slots = _index_lines(old)
+        for setting in SETTINGS:
+            free = slots.pop(setting.name, [])
+            defaults = set(_lines_for(setting, setting.default))
+            for text in _lines_for(setting, self._values[setting.name]):
+                if free:
+                    lines[free.pop(0)] = text
+                elif text not in defaults:
+                    _append_marked(lines, text)
+            for index in free:
+                lines[index] = ""
+        return "".join(line + "\n" for line in _squeeze_blanks(lines))
+
+
+def _set_arguments(setting: Setting, text: str) -> list[str]:
+    if not setting.kind.multi_arg:
+        return [text]
+    return text.split(" ") if text else []
+
+
+def _set_error(name: str, reason: str) -> ConfigError:
+    message = f"CONFIG SET failed (possibly related to argument '{name}') - {reason}"
+    return ConfigError(message, reason)
+
+
+def _lines_for(setting: Setting, value: object) -> list[str]:
+    return [f"{setting.name} {args}" for args in setting.kind.write(value)]
+
+
+def _read_lines(path: Path) -> list[str]:
+    try:
+        text = path.read_bytes().decode("utf-8", "surrogateescape")
+    except FileNotFoundError:
+        return []
+    lines = text.split("\n")
+    return lines[:-1] if lines[-1] == "" else lines
+
+
+def _index_lines(old: list[str]) -> tuple[list[str], dict[str, list[int]]]:
+    """The old file's lines, trimmed, and where each setting's lines are."""
+    lines: list[str] = []
+    slots: dict[str, list[int]] = {}
+    for raw in old:
+        line = raw.strip(" \t\r\n")
+        args = split_args(line) if line and not line.startswith("#") else None
+        setting = lookup(args[0]) if args else None
+        if setting is not None:
+            slots.setdefault(setting.name, []).append(len(lines))
+        elif line and not line.startswith("#") and not _is_include(args):
+            line = f"# ??? {line}"
+        lines.append(line)
+    return lines, slots
+
+
+def _is_include(args: list[str] | None) -> bool:
+    return bool(args) and args is not None and args[0].lower() == "include"
+
+
+def _append_marked(lines: list[str], text: str) -> None:
+    if REWRITE_MARK not in lines:
+        lines.append(REWRITE_MARK)
+    lines.append(text)
+
+
+def _squeeze_blanks(lines: list[str]) -> list[str]:
+    out: list[str] = []
+    for line in lines:
+        if line or not out or out[-1]:
+            out.append(line)
+    return out
+
+
+def _replace_file(path: Path, text: str) -> None:
+    """Replace `path` with `text` so that a crash leaves the old or the new file whole."""
+    try:
+        mode = path.stat().st_mode & 0o7777
+    except FileNotFoundError:
+        mode = 0o644
+    fd, temp = tempfile.mkstemp(prefix=f"{path.name}.", suffix=".tmp", dir=path.parent)
+    try:
+        with os.fdopen(fd, "wb") as out:
+            out.write(text.encode("utf-8", "surrogateescape"))
+            out.flush()
+            os.fsync(out.fileno())
+        os.chmod(temp, mode)
+        os.replace(temp, path)
+    except BaseException:
+        with contextlib.suppress(OSError):
+            os.unlink(temp)
+        raise
+    _fsync_dir(path.parent)
+
+
+def _fsync_dir(folder: Path) -> None:
+    fd = os.open(folder, os.O_RDONLY | os.O_DIRECTORY)
+    try:
+        os.fsync(fd)
+    finally:
+        os.close(fd)
+
+
+# -- The example config file ------------------------------------------------------------
+
+_EXAMPLE_HEADER = """\
+# Narad configuration, in redis.conf syntax.
+#
+# One setting per line: its name, then its arguments. An argument with blanks goes in
+# "double quotes" (escapes \\n \\t \\" \\\\ \\xHH) or 'single quotes'. A line starting
+# with # is a comment. Sizes take units: k = 1000 bytes, kb = 1024; m, mb; g, gb.
+#
+# Start with: narad server conf/narad.conf [--name value ...]
+# Every setting below has its default value. CONFIG SET changes those not marked
+# "Fixed at start" while Narad runs; CONFIG REWRITE writes changes back into this file.
+#
+# This file is generated by narad.config.render_example_config().
+"""
+
+
+def render_example_config() -> str:
+    """conf/narad.conf: every setting with its doc and default, grouped by section."""
+    parts = [_EXAMPLE_HEADER]
+    section = ""
+    for setting in SETTINGS:
+        if setting.section != section:
+            section = setting.section
+            parts.append(f"\n# == {section} ".ljust(88, "=") + "\n")
+        parts.append("\n" + _example_entry(setting))
+    return "".join(parts)
+
+
+def _example_entry(setting: Setting) -> str:
+    doc = setting.doc if setting.mutable else f"{setting.doc} Fixed at start."
+    comment = textwrap.wrap(doc, width=86)
+    lines = [f"# {text}" for text in comment] + _lines_for(setting, setting.default)
+    return "".join(line + "\n" for line in lines)

@@ -1,0 +1,71 @@
+"""Every error a command can answer with, in one place.
+
+An error reply's first word is API: clients dispatch on it. Narad reuses Redis's codes
+(ERR, WRONGTYPE, NOGROUP, BUSYGROUP, NOAUTH, WRONGPASS, NOPROTO, EXECABORT, LOADING,
+READONLY, ...) with Redis 7.0's texts, and adds codes only for new meanings:
+
+- NOQUEUE: the queue does not exist.
+- STALE: a queue receipt names a delivery that expired and was redelivered.
+- SCHEMA / INCOMPATIBLE: a payload or a schema version was refused.
+- IOERR: the log of that key met an I/O error and refuses writes (see narad/log).
+
+A CommandError is answered and the connection lives on; protocol errors
+(narad.resp.ProtocolError) are answered and the connection is closed.
+"""
+
+from __future__ import annotations
+
+
+class CommandError(Exception):
+    """An error reply: `code` is the first word, `message` the rest."""
+
+    def __init__(self, message: str, code: str = "ERR") -> None:
+        super().__init__(f"{code} {message}")
+        self.code = code
+        self.message = message
+
+
+def wrong_arity(name: str) -> CommandError:
+    return CommandError(f"wrong number of arguments for '{name}' command")
+
+
+def unknown_command(name: bytes, args: list[bytes]) -> CommandError:
+    shown = "".join(f"'{_clip(a)}' " for a in args[:16])
+    return CommandError(
+        f"unknown command '{_clip(name)}', with args beginning with: {shown}"
+    )
+
+
+def unknown_subcommand(sub: bytes, command: str) -> CommandError:
+    return CommandError(f"unknown subcommand '{_clip(sub)}'. Try {command.upper()} HELP.")
+
+
+def _clip(arg: bytes, limit: int = 128) -> str:
+    text = arg[:limit].decode("utf-8", "replace")
+    return text.replace("\r", " ").replace("\n", " ")
+
+
+SYNTAX = "syntax error"
+NOT_INTEGER = "value is not an integer or out of range"
+NOT_FLOAT = "value is not a valid float"
+TIMEOUT_NOT_INTEGER = "timeout is not an integer or out of range"
+TIMEOUT_NEGATIVE = "timeout is negative"
+INVALID_STREAM_ID = "Invalid stream ID specified as stream command argument"
+WRONGTYPE = CommandError("Operation against a key holding the wrong kind of value", "WRONGTYPE")
+NOAUTH = CommandError("Authentication required.", "NOAUTH")
+WRONGPASS = CommandError(
+    "invalid username-password pair or user is disabled.", "WRONGPASS"
+)
+NO_SUCH_KEY = "no such key"
+
+
+def syntax() -> CommandError:
+    return CommandError(SYNTAX)
+
+
+def not_integer() -> CommandError:
+    return CommandError(NOT_INTEGER)
+
+
+def invalid_stream_id() -> CommandError:
+    return CommandError(INVALID_STREAM_ID)

@@ -1,0 +1,258 @@
+"""INFO: Redis's sections and field names, plus a `narad` section.
+
+Field meanings follow Redis where the field exists there. Durability fields use the
+contract words of docs/durability.md: under `fsync always` an acked write is durable;
+under `everysec` and `no` it is only appended (aof_* fields say which policy runs).
+"""
+
+from __future__ import annotations
+
+import os
+import platform
+import resource
+import sys
+import time
+from collections.abc import Callable
+from typing import TYPE_CHECKING
+
+import narad
+from narad.commands.connection import REDIS_VERSION
+
+if TYPE_CHECKING:
+    from narad.server import Server
+
+DEFAULT_SECTIONS = (
+    "server", "clients", "memory", "persistence", "stats", "replication", "cpu",
+    "modules", "errorstats", "cluster", "keyspace", "narad",
+)
+ALL_SECTIONS = (*DEFAULT_SECTIONS, "commandstats", "latencystats")
+
+
+def render(server: Server, wanted: list[str]) -> str:
+    names = [w.lower() for w in wanted] or ["default"]
+    chosen: list[str] = []
+    for name in names:
+        if name == "default":
+            chosen += DEFAULT_SECTIONS
+        elif name in ("all", "everything"):
+            chosen += ALL_SECTIONS
+        else:
+            chosen.append(name)
+    parts = []
+    for name in dict.fromkeys(chosen):
+        fields = SECTIONS.get(name)
+        if fields is None:
+            continue
+        lines = [f"{k}:{v}" for k, v in fields(server)]
+        title = "CPU" if name == "cpu" else name.capitalize()
+        parts.append(f"# {title}\r\n" + "".join(line + "\r\n" for line in lines))
+    return "\r\n".join(parts)
+
+
+Fields = list[tuple[str, object]]
+
+
+def _server(s: Server) -> Fields:
+    now = time.time()
+    uptime = int(now - s.stats.started_s)
+    return [
+        ("redis_version", REDIS_VERSION),
+        ("narad_version", narad.__version__),
+        ("redis_git_sha1", "00000000"),
+        ("redis_git_dirty", 0),
+        ("redis_build_id", "0"),
+        ("redis_mode", "standalone"),
+        ("os", f"{platform.system()} {platform.release()} {platform.machine()}"),
+        ("arch_bits", 64 if sys.maxsize > 2**32 else 32),
+        ("monotonic_clock", "POSIX clock_gettime"),
+        ("multiplexing_api", "epoll"),
+        ("python_version", platform.python_version()),
+        ("process_id", os.getpid()),
+        ("process_supervised", "no"),
+        ("run_id", s.run_id),
+        ("tcp_port", s.tcp_port),
+        ("server_time_usec", int(now * 1_000_000)),
+        ("uptime_in_seconds", uptime),
+        ("uptime_in_days", uptime // 86400),
+        ("hz", 10),
+        ("configured_hz", 10),
+        ("executable", sys.argv[0]),
+        ("config_file", s.config.path or ""),
+        ("io_threads_active", 0),
+    ]
+
+
+def _clients(s: Server) -> Fields:
+    return [
+        ("connected_clients", len(s.clients)),
+        ("cluster_connections", 0),
+        ("maxclients", s.config["maxclients"]),
+        ("client_recent_max_input_buffer", 0),
+        ("client_recent_max_output_buffer", 0),
+        ("blocked_clients", s.blocked_clients),
+        ("tracking_clients", 0),
+        ("clients_in_timeout_table", sum(1 for c in s.clients.values() if c.blocked and c.blocked.timeout_ms)),
+    ]
+
+
+def _status_kb(field: str) -> int:
+    try:
+        with open("/proc/self/status") as f:
+            for line in f:
+                if line.startswith(field + ":"):
+                    return int(line.split()[1])
+    except OSError:
+        pass
+    return 0
+
+
+def _human(n: int) -> str:
+    for unit in ("B", "K", "M", "G"):
+        if n < 1024 or unit == "G":
+            return f"{n:.2f}{unit}" if unit != "B" else f"{n}B"
+        n /= 1024  # type: ignore[assignment]
+    return str(n)
+
+
+def _memory(s: Server) -> Fields:
+    anon = _status_kb("RssAnon") * 1024
+    rss = _status_kb("VmRSS") * 1024
+    peak = _status_kb("VmHWM") * 1024
+    return [
+        ("used_memory", anon),
+        ("used_memory_human", _human(anon)),
+        ("used_memory_rss", rss),
+        ("used_memory_rss_human", _human(rss)),
+        ("used_memory_peak", peak),
+        ("used_memory_peak_human", _human(peak)),
+        ("maxmemory", 0),
+        ("maxmemory_human", "0B"),
+        ("maxmemory_policy", "noeviction"),
+        ("mem_allocator", "libc"),
+    ]
+
+
+def _persistence(s: Server) -> Fields:
+    policy = s.store.policy.value
+    failed = any(
+        stream.data.failure or stream.state.failure
+        for db in s.store.dbs for stream in db.values()
+    )
+    return [
+        ("loading", 0),
+        ("async_loading", 0),
+        ("rdb_changes_since_last_save", 0),
+        ("rdb_bgsave_in_progress", 0),
+        ("rdb_last_save_time", s.store.last_commit_s),
+        ("rdb_last_bgsave_status", "ok"),
+        ("aof_enabled", 1),
+        ("aof_rewrite_in_progress", 0),
+        ("aof_rewrite_scheduled", 0),
+        ("aof_last_write_status", "err" if failed else "ok"),
+        ("aof_fsync_policy", policy),
+        ("acked_writes_are", "durable" if policy == "always" else "appended"),
+        ("load_time_seconds", f"{s.store.loaded_s:.3f}"),
+    ]
+
+
+def _stats(s: Server) -> Fields:
+    st = s.stats
+    return [
+        ("total_connections_received", st.connections_received),
+        ("total_commands_processed", st.commands_processed),
+        ("instantaneous_ops_per_sec", 0),
+        ("total_net_input_bytes", st.net_input_bytes),
+        ("total_net_output_bytes", st.net_output_bytes),
+        ("rejected_connections", st.rejected_connections),
+        ("expired_keys", 0),
+        ("evicted_keys", 0),
+        ("keyspace_hits", 0),
+        ("keyspace_misses", 0),
+        ("pubsub_channels", 0),
+        ("pubsub_patterns", 0),
+        ("total_error_replies", st.error_replies),
+        ("unexpected_error_replies", 0),
+        ("total_reads_processed", 0),
+        ("total_writes_processed", 0),
+    ]
+
+
+def _replication(s: Server) -> Fields:
+    return [
+        ("role", "master"),
+        ("connected_slaves", 0),
+        ("master_failover_state", "no-failover"),
+        ("master_replid", s.run_id),
+        ("master_replid2", "0" * 40),
+        ("master_repl_offset", 0),
+        ("second_repl_offset", -1),
+        ("repl_backlog_active", 0),
+    ]
+
+
+def _cpu(s: Server) -> Fields:
+    usage = resource.getrusage(resource.RUSAGE_SELF)
+    return [
+        ("used_cpu_sys", f"{usage.ru_stime:.6f}"),
+        ("used_cpu_user", f"{usage.ru_utime:.6f}"),
+    ]
+
+
+def _errorstats(s: Server) -> Fields:
+    return [(f"errorstat_{code}", f"count={n}") for code, n in sorted(s.stats.errors.items())]
+
+
+def _keyspace(s: Server) -> Fields:
+    return [
+        (f"db{i}", f"keys={len(db)},expires=0,avg_ttl=0")
+        for i, db in enumerate(s.store.dbs)
+        if db
+    ]
+
+
+def _commandstats(s: Server) -> Fields:
+    out: Fields = []
+    for name, st in sorted(s.stats.commands.items()):
+        per = st.usec / st.calls if st.calls else 0.0
+        out.append(
+            (
+                f"cmdstat_{name}",
+                f"calls={st.calls},usec={st.usec},usec_per_call={per:.2f},"
+                f"rejected_calls={st.rejected},failed_calls={st.failed}",
+            )
+        )
+    return out
+
+
+def _narad(s: Server) -> Fields:
+    gc = s.store.group_commit.stats
+    streams = [stream for db in s.store.dbs for stream in db.values()]
+    return [
+        ("narad_version", narad.__version__),
+        ("fsync", s.store.policy.value),
+        ("group_commits", gc.commits),
+        ("group_commit_records", gc.records),
+        ("fsyncs", gc.fsyncs),
+        ("records_per_fsync", f"{gc.records / gc.fsyncs:.2f}" if gc.fsyncs else "0.00"),
+        ("streams", len(streams)),
+        ("log_bytes", sum(st.data.size_bytes + st.state.size_bytes for st in streams)),
+        ("data_dir", str(s.store.root)),
+    ]
+
+
+SECTIONS: dict[str, Callable[[Server], Fields]] = {
+    "server": _server,
+    "clients": _clients,
+    "memory": _memory,
+    "persistence": _persistence,
+    "stats": _stats,
+    "replication": _replication,
+    "cpu": _cpu,
+    "modules": lambda s: [],
+    "errorstats": _errorstats,
+    "cluster": lambda s: [("cluster_enabled", 0)],
+    "keyspace": _keyspace,
+    "commandstats": _commandstats,
+    "latencystats": lambda s: [],
+    "narad": _narad,
+}

@@ -1,0 +1,612 @@
+"""The server: connections, auth, limits, blocking, replies. The only socket I/O.
+
+The hot path sits directly on the event loop's transport/protocol API (one Client per
+connection); anyio runs everything around it (startup, signals, shutdown).
+
+The commit barrier, the rule that makes replies honest about durability:
+every command parsed in an event-loop iteration runs at once and encodes its reply
+into its client's output buffer; at the end of the iteration `_flush` serves blocked
+clients whose keys changed, then commits every log written in the iteration (one
+write and, under `fsync always`, one fsync per log: group commit), and only then
+hands every output buffer to its transport. So no reply, to any client, leaves before
+the data it reports or depends on is committed (docs/durability.md).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import os
+import signal
+import time
+from collections import Counter, deque
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from typing import Any
+
+from narad import errors
+from narad.commands.table import COMMANDS, Command
+from narad.config import Config
+from narad.errors import CommandError
+from narad.log import LogFailed
+from narad.resp import (
+    ErrorReply,
+    NullArray,
+    ProtocolError,
+    QueryBufferLimit,
+    RequestParser,
+    encode_into,
+)
+from narad.store import Store
+
+logger = logging.getLogger("narad.server")
+
+# Commands a client in MULTI runs at once instead of queueing.
+MULTI_IMMEDIATE = frozenset({b"exec", b"discard", b"multi", b"watch", b"quit", b"reset"})
+QUEUED = object()  # the reply marker for a queued command
+NO_REPLY = object()  # a handler's answer when nothing is to be sent (CLIENT REPLY OFF)
+
+
+@dataclass
+class Block:
+    """A handler's answer "not yet": wait on `keys` (db, key) until `retry()` returns a
+    reply (not None) or `timeout_ms` passes (0: forever), then reply `timeout_reply`.
+    `retry` may raise CommandError when what it waits on is gone."""
+
+    keys: list[tuple[int, bytes]]
+    timeout_ms: int
+    retry: Callable[[], Any]
+    timeout_reply: Any = NullArray()
+
+
+@dataclass
+class CommandStats:
+    calls: int = 0
+    usec: int = 0
+    rejected: int = 0
+    failed: int = 0
+
+
+@dataclass
+class Stats:
+    started_s: float = field(default_factory=time.time)
+    connections_received: int = 0
+    rejected_connections: int = 0
+    commands_processed: int = 0
+    error_replies: int = 0
+    net_input_bytes: int = 0
+    net_output_bytes: int = 0
+    errors: Counter[str] = field(default_factory=Counter)
+    commands: dict[str, CommandStats] = field(default_factory=dict)
+
+    def reset(self) -> None:
+        fresh = Stats(started_s=self.started_s)
+        self.__dict__.update(fresh.__dict__)
+
+
+@dataclass
+class SlowEntry:
+    id: int
+    at_s: int
+    usec: int
+    argv: list[bytes]
+    addr: str
+    name: str
+
+
+class Server:
+    def __init__(self, config: Config) -> None:
+        self.config = config
+        self.store = Store(config)
+        self.store.on_touch = self.key_touched
+        self.clients: dict[int, Client] = {}
+        self.stats = Stats()
+        self.slowlog: deque[SlowEntry] = deque()
+        self.slowlog_next_id = 0
+        self.monitors: list[Client] = []
+        self.waiters: dict[tuple[int, bytes], deque[Client]] = {}
+        self.watchers: dict[tuple[int, bytes], set[Client]] = {}
+        self.signaled: set[tuple[int, bytes]] = set()
+        self._writers: dict[Client, None] = {}
+        self._flush_scheduled = False
+        self._next_client_id = 1
+        self.loop: asyncio.AbstractEventLoop | None = None
+        self.shutdown_requested: asyncio.Event | None = None
+        self.run_id = os.urandom(20).hex()
+        self.tcp_port = 0
+
+    # -- the commit barrier -------------------------------------------------------------
+
+    def schedule_flush(self) -> None:
+        if not self._flush_scheduled:
+            self._flush_scheduled = True
+            assert self.loop is not None
+            self.loop.call_soon(self._flush)
+
+    def _flush(self) -> None:
+        self._flush_scheduled = False
+        self.serve_signaled()
+        try:
+            self.store.commit()
+        except LogFailed as exc:
+            # The replies of this iteration must not claim what did not happen.
+            logger.error("commit failed: %s", exc)
+            self._fail_pending_replies(str(exc))
+        writers, self._writers = self._writers, {}
+        for client in writers:
+            client.send()
+
+    def _fail_pending_replies(self, why: str) -> None:
+        for client in self._writers:
+            client.out.clear()
+            encode_into(client.out, ErrorReply("IOERR", why), client.protocol)
+
+    def wants_send(self, client: Client) -> None:
+        self._writers[client] = None
+        self.schedule_flush()
+
+    # -- executing commands ---------------------------------------------------------------
+
+    def execute(self, client: Client, argv: list[bytes]) -> None:
+        """Run one command and encode its reply into the client's output buffer."""
+        name = argv[0].lower()
+        cmd = COMMANDS.get(name)
+        try:
+            if cmd is None:
+                raise errors.unknown_command(argv[0], argv[1:])
+            if cmd.subcommands and len(argv) >= 2:
+                cmd = cmd.subcommands.get(argv[1].lower().decode("utf-8", "replace"), cmd)
+            self._check(client, cmd, argv)
+            if client.multi is not None and name not in MULTI_IMMEDIATE:
+                client.multi.append(argv)
+                client.reply(QUEUED)
+                return
+            self.call(client, cmd, argv)
+        except CommandError as exc:
+            if client.multi is not None and name not in MULTI_IMMEDIATE:
+                client.multi_failed = True
+            if cmd is not None:
+                self._command_stats(cmd.name).rejected += 1
+            client.reply_error(exc)
+
+    def _check(self, client: Client, cmd: Command, argv: list[bytes]) -> None:
+        if cmd.handler is None:  # a container called without or with an unknown subcommand
+            if len(argv) < 2:
+                raise errors.wrong_arity(cmd.name)
+            raise errors.unknown_subcommand(argv[1], cmd.name)
+        if not cmd.check_arity(len(argv)):
+            raise errors.wrong_arity(cmd.name)
+        if not client.authenticated and "noauth" not in cmd.flags:
+            raise errors.NOAUTH
+
+    def call(self, client: Client, cmd: Command, argv: list[bytes]) -> Any:
+        """Run a checked command; its reply goes to the client (or is returned in EXEC)."""
+        assert cmd.handler is not None
+        if self.monitors:
+            self._feed_monitors(client, argv)
+        stats = self._command_stats(cmd.name)
+        start = time.perf_counter_ns()
+        try:
+            reply = cmd.handler(client, argv)
+        except CommandError:
+            stats.failed += 1
+            raise
+        finally:
+            usec = (time.perf_counter_ns() - start) // 1000
+            stats.calls += 1
+            stats.usec += usec
+            self.stats.commands_processed += 1
+            if usec >= self.config["slowlog-log-slower-than"] >= 0:  # type: ignore[operator]
+                self._slowlog_add(client, argv, usec)
+        if isinstance(reply, Block):
+            client.block(reply)
+        elif client.in_exec:
+            return reply
+        else:
+            client.reply(reply)
+        return None
+
+    def _command_stats(self, name: str) -> CommandStats:
+        stats = self.stats.commands.get(name)
+        if stats is None:
+            stats = self.stats.commands[name] = CommandStats()
+        return stats
+
+    def _slowlog_add(self, client: Client, argv: list[bytes], usec: int) -> None:
+        shown = [a if len(a) <= 128 else a[:128] + b"... (%d more bytes)" % (len(a) - 128) for a in argv[:32]]
+        if len(argv) > 32:
+            shown[-1] = b"... (%d more arguments)" % (len(argv) - 31)
+        self.slowlog.appendleft(
+            SlowEntry(self.slowlog_next_id, int(time.time()), usec, shown, client.addr, client.name)
+        )
+        self.slowlog_next_id += 1
+        limit = int(self.config["slowlog-max-len"])  # type: ignore[call-overload]
+        while len(self.slowlog) > limit:
+            self.slowlog.pop()
+
+    def _feed_monitors(self, client: Client, argv: list[bytes]) -> None:
+        now = time.time()
+        args = " ".join('"' + _monitor_escape(a) + '"' for a in argv)
+        line = f"{now:.6f} [{client.db} {client.addr}] {args}"
+        from narad.resp import SimpleString
+
+        for monitor in self.monitors:
+            if monitor is not client:
+                monitor.reply(SimpleString(line))
+
+    # -- WATCH ----------------------------------------------------------------------------
+
+    def key_touched(self, db: int, key: bytes) -> None:
+        """A command wrote `key`: transactions watching it will abort."""
+        for client in self.watchers.get((db, key), ()):
+            client.watch_dirty = True
+
+    def touch_db(self, db: int) -> None:
+        for (wdb, _), clients in self.watchers.items():
+            if wdb == db:
+                for client in clients:
+                    client.watch_dirty = True
+
+    # -- blocking -------------------------------------------------------------------------
+
+    def signal_key(self, db: int, key: bytes) -> None:
+        """Something changed at `key`: blocked clients there get another look."""
+        if (db, key) in self.waiters:
+            self.signaled.add((db, key))
+            self.schedule_flush()
+
+    def serve_signaled(self) -> None:
+        while self.signaled:
+            signaled, self.signaled = self.signaled, set()
+            for key in signaled:
+                for client in list(self.waiters.get(key, ())):
+                    if client.blocked is not None:
+                        client.retry_blocked()
+
+    def add_waiter(self, client: Client, key: tuple[int, bytes]) -> None:
+        self.waiters.setdefault(key, deque()).append(client)
+
+    def remove_waiter(self, client: Client, key: tuple[int, bytes]) -> None:
+        queue = self.waiters.get(key)
+        if queue is not None:
+            try:
+                queue.remove(client)
+            except ValueError:
+                pass
+            if not queue:
+                del self.waiters[key]
+
+    @property
+    def blocked_clients(self) -> int:
+        return sum(1 for c in self.clients.values() if c.blocked is not None)
+
+    # -- lifecycle ------------------------------------------------------------------------
+
+    def new_client_id(self) -> int:
+        cid = self._next_client_id
+        self._next_client_id += 1
+        return cid
+
+    def request_shutdown(self) -> None:
+        if self.shutdown_requested is not None:
+            self.shutdown_requested.set()
+
+    async def serve(self, ready: Callable[[int], None] | None = None) -> None:
+        """Open the store, listen, and run until SIGTERM, SIGINT or SHUTDOWN."""
+        self.loop = asyncio.get_running_loop()
+        self.shutdown_requested = asyncio.Event()
+        self.store.open(self)
+        servers = []
+        port = int(self.config["port"])  # type: ignore[call-overload]
+        for host in str(self.config["bind"]).split():
+            host = host.lstrip("-")
+            servers.append(
+                await self.loop.create_server(
+                    lambda: Client(self), host, port, reuse_address=True, backlog=511
+                )
+            )
+            if port == 0:  # an ephemeral port: every address listens on the first one's
+                port = servers[0].sockets[0].getsockname()[1]
+        self.tcp_port = port
+        for sig in (signal.SIGTERM, signal.SIGINT):
+            self.loop.add_signal_handler(sig, self.request_shutdown)
+        logger.info("ready to accept connections on port %d", port)
+        if ready is not None:
+            ready(port)
+        try:
+            await self.shutdown_requested.wait()
+        finally:
+            for sig in (signal.SIGTERM, signal.SIGINT):
+                self.loop.remove_signal_handler(sig)
+            for srv in servers:
+                srv.close()
+            self._flush()
+            for client in list(self.clients.values()):
+                client.close()
+            self.store.close()
+            logger.info("stopped")
+
+
+def _monitor_escape(arg: bytes) -> str:
+    out = []
+    for byte in arg:
+        ch = chr(byte)
+        if ch in '\\"':
+            out.append("\\" + ch)
+        elif ch == "\n":
+            out.append("\\n")
+        elif ch == "\r":
+            out.append("\\r")
+        elif ch == "\t":
+            out.append("\\t")
+        elif 32 <= byte < 127:
+            out.append(ch)
+        else:
+            out.append(f"\\x{byte:02x}")
+    return "".join(out)
+
+
+class Client(asyncio.Protocol):
+    """One connection. Owned by the event loop thread."""
+
+    def __init__(self, server: Server) -> None:
+        self.server = server
+        self.id = server.new_client_id()
+        self.transport: asyncio.Transport | None = None
+        self.addr = ""
+        self.laddr = ""
+        self.name = ""
+        self.lib_name = ""
+        self.lib_ver = ""
+        self.db = 0
+        self.protocol = 2
+        self.authenticated = not server.config["requirepass"]
+        config = server.config
+        self.parser = RequestParser(
+            max_bulk_len=int(config["proto-max-bulk-len"]),  # type: ignore[call-overload]
+            max_query_buffer=int(config["client-query-buffer-limit"]),  # type: ignore[call-overload]
+        )
+        self.queue: deque[list[bytes]] = deque()  # parsed commands not yet run
+        self.out = bytearray()
+        self.multi: list[list[bytes]] | None = None
+        self.multi_failed = False
+        self.in_exec = False
+        self.watched: set[tuple[int, bytes]] = set()
+        self.watch_dirty = False  # a watched key was written since WATCH
+        self.reply_off = False  # CLIENT REPLY OFF
+        self.skip_current = False  # CLIENT REPLY SKIP: this command's reply is dropped
+        self.skip_next = False  # CLIENT REPLY SKIP was just called
+        self.blocked: Block | None = None
+        self._block_timer: asyncio.TimerHandle | None = None
+        self.closing = False
+        self.created_s = time.time()
+        self.last_interaction_s = self.created_s
+        self.last_command = ""
+        self.protocol_error: str | None = None
+        self.push_handler: Any = None  # set by push-mode commands (Q.CONSUME)
+
+    # -- asyncio.Protocol ---------------------------------------------------------------
+
+    def connection_made(self, transport: asyncio.BaseTransport) -> None:
+        self.transport = transport  # type: ignore[assignment]
+        peer = transport.get_extra_info("peername")
+        sock = transport.get_extra_info("sockname")
+        self.addr = _format_addr(peer)
+        self.laddr = _format_addr(sock)
+        server = self.server
+        server.stats.connections_received += 1
+        maxclients = int(server.config["maxclients"])  # type: ignore[call-overload]
+        if len(server.clients) >= maxclients:
+            server.stats.rejected_connections += 1
+            transport.write(b"-ERR max number of clients reached\r\n")
+            transport.close()
+            return
+        if self._refused_by_protected_mode(peer):
+            server.stats.rejected_connections += 1
+            transport.write(PROTECTED_MODE_ERROR)
+            transport.close()
+            return
+        server.clients[self.id] = self
+
+    def _refused_by_protected_mode(self, peer: Any) -> bool:
+        config = self.server.config
+        if not config["protected-mode"] or config["requirepass"]:
+            return False
+        host = peer[0] if isinstance(peer, tuple) else ""
+        return bool(host) and not (host.startswith("127.") or host in ("::1", "localhost"))
+
+    def data_received(self, data: bytes) -> None:
+        self.last_interaction_s = time.time()
+        self.server.stats.net_input_bytes += len(data)
+        try:
+            self.parser.feed(data)
+        except QueryBufferLimit:
+            logger.warning("closing client %s: query buffer limit reached", self.addr)
+            self.close()
+            return
+        self.run_queued()
+
+    def _next_batch(self) -> bool:
+        """Parse more commands into the queue; False when none are complete."""
+        self.parser.authenticated = self.authenticated
+        try:
+            batch = self.parser.commands()
+        except ProtocolError as exc:
+            self.protocol_error = exc.message
+            return False
+        self.queue.extend(batch)
+        return bool(batch)
+
+    def run_queued(self) -> None:
+        """Run parsed commands in order until one blocks, the client closes, or the
+        input is used up. Parsing is lazy, so that AUTH lifts the pre-auth limits
+        for the commands after it."""
+        server = self.server
+        while self.blocked is None and not self.closing:
+            if not self.queue and (self.protocol_error is not None or not self._next_batch()):
+                break
+            server.execute(self, self.queue.popleft())
+            self.skip_current, self.skip_next = self.skip_next, False
+        if self.protocol_error is not None and not self.queue and self.blocked is None:
+            if not self.closing:
+                self.reply(ErrorReply("ERR", self.protocol_error))
+                self.close_after_reply()
+
+    def connection_lost(self, exc: Exception | None) -> None:
+        self.closing = True
+        self.unblock()
+        self.unwatch_all()
+        server = self.server
+        server.clients.pop(self.id, None)
+        server._writers.pop(self, None)
+        if self in server.monitors:
+            server.monitors.remove(self)
+        if self.push_handler is not None:
+            self.push_handler.disconnected()
+            self.push_handler = None
+
+    # -- replies ----------------------------------------------------------------------
+
+    def reply(self, value: Any) -> None:
+        if self.reply_off or self.skip_current or value is NO_REPLY:
+            return
+        if value is QUEUED:
+            self.out += b"+QUEUED\r\n"
+        else:
+            encode_into(self.out, value, self.protocol)
+        self.server.wants_send(self)
+
+    def reply_error(self, exc: CommandError) -> None:
+        stats = self.server.stats
+        stats.error_replies += 1
+        stats.errors[exc.code] += 1
+        self.reply(ErrorReply(exc.code, exc.message))
+
+    def push(self, value: Any) -> None:
+        """Out-of-band data (push frames, MONITOR lines): never suppressed."""
+        encode_into(self.out, value, self.protocol)
+        self.server.wants_send(self)
+
+    def send(self) -> None:
+        if not self.out or self.transport is None or self.transport.is_closing():
+            self.out.clear()
+            return
+        data, self.out = self.out, bytearray()
+        self.server.stats.net_output_bytes += len(data)
+        self.transport.write(data)
+        limit = self.server.config["client-output-buffer-limit"]
+        hard = getattr(limit, "normal_hard_bytes", 0)
+        if hard and self.transport.get_write_buffer_size() > hard:
+            logger.warning("closing client %s: output buffer limit reached", self.addr)
+            self.transport.abort()
+            return
+        if self.closing:
+            self.transport.close()
+
+    def close_after_reply(self) -> None:
+        self.closing = True
+        self.server.wants_send(self)
+
+    def close(self) -> None:
+        self.closing = True
+        if self.transport is not None:
+            self.transport.close()
+
+    # -- transactions -------------------------------------------------------------------
+
+    def watch(self, key: bytes) -> None:
+        entry = (self.db, key)
+        if entry not in self.watched:
+            self.watched.add(entry)
+            self.server.watchers.setdefault(entry, set()).add(self)
+
+    def unwatch_all(self) -> None:
+        watchers = self.server.watchers
+        for entry in self.watched:
+            clients = watchers.get(entry)
+            if clients is not None:
+                clients.discard(self)
+                if not clients:
+                    del watchers[entry]
+        self.watched.clear()
+        self.watch_dirty = False
+
+    def reset(self) -> None:
+        """RESET: back to a fresh connection's state (auth included)."""
+        self.multi = None
+        self.multi_failed = False
+        self.unwatch_all()
+        self.unblock()
+        self.db = 0
+        self.protocol = 2
+        self.name = ""
+        self.reply_off = self.skip_current = self.skip_next = False
+        self.authenticated = not self.server.config["requirepass"]
+        if self in self.server.monitors:
+            self.server.monitors.remove(self)
+        if self.push_handler is not None:
+            self.push_handler.disconnected()
+            self.push_handler = None
+
+    # -- blocking -----------------------------------------------------------------------
+
+    def block(self, block: Block) -> None:
+        self.blocked = block
+        for key in block.keys:
+            self.server.add_waiter(self, key)
+        if block.timeout_ms:
+            assert self.server.loop is not None
+            self._block_timer = self.server.loop.call_later(block.timeout_ms / 1000, self._timeout)
+
+    def retry_blocked(self) -> None:
+        block = self.blocked
+        assert block is not None
+        try:
+            reply = block.retry()
+        except CommandError as exc:
+            self.unblock()
+            self.reply_error(exc)
+            self.run_queued()
+            return
+        if reply is not None:
+            self.unblock()
+            self.reply(reply)
+            self.run_queued()
+
+    def _timeout(self) -> None:
+        block = self.blocked
+        if block is None:
+            return
+        self.unblock()
+        self.reply(block.timeout_reply)
+        self.run_queued()
+
+    def unblock(self) -> None:
+        block, self.blocked = self.blocked, None
+        if block is None:
+            return
+        for key in block.keys:
+            self.server.remove_waiter(self, key)
+        if self._block_timer is not None:
+            self._block_timer.cancel()
+            self._block_timer = None
+
+    def __hash__(self) -> int:
+        return self.id
+
+    def __eq__(self, other: object) -> bool:
+        return self is other
+
+
+PROTECTED_MODE_ERROR = (
+    b"-DENIED Narad is running in protected mode: no password is set and the client "
+    b"is not on the loopback interface. Set a password (requirepass) or bind to the "
+    b"addresses you mean to serve and turn protected-mode off.\r\n"
+)
+
+
+def _format_addr(addr: Any) -> str:
+    if isinstance(addr, tuple) and len(addr) >= 2:
+        host = addr[0]
+        return f"[{host}]:{addr[1]}" if ":" in host else f"{host}:{addr[1]}"
+    return str(addr or "")

@@ -1,0 +1,257 @@
+"""The keyspace: databases of streams, and the metadata log that names them.
+
+On disk (under `dir`):
+
+    meta/               the metadata log: which stream (uid) is which (db, key)
+    streams/<uid>/      one stream: data/ and state/ logs (narad/streams/stream.py)
+    narad.lock          held while a server uses the folder
+
+Key names never reach the file system: a stream's folder is named by its uid, a
+number the metadata log assigns, so nothing a client sends can touch files outside
+the data dir.
+
+Metadata ops (msgpack lists): ["create", uid, db, key], ["delete", uid],
+["rename", uid, db, key], ["swapdb", a, b], ["snap", next_uid, [[uid, db, key], ...]].
+A stream's folder is removed only after its delete op is committed, so a crash never
+leaves a key that the metadata log still names without its data.
+
+Owned by the event loop thread.
+"""
+
+from __future__ import annotations
+
+import fcntl
+import logging
+import os
+import shutil
+import time
+from collections.abc import Callable
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+import msgpack
+
+from narad.config import Config
+from narad.log import FsyncPolicy, GroupCommit, Log, LogConfig
+from narad.streams.stream import Stream
+
+if TYPE_CHECKING:
+    from narad.server import Server
+
+logger = logging.getLogger("narad.store")
+
+META_COMPACT_OPS = 10_000
+STATE_SEGMENT_BYTES = 8 * 1024 * 1024
+
+
+class DataDirBusy(Exception):
+    """Another server holds the data dir's lock."""
+
+
+class Store:
+    def __init__(self, config: Config) -> None:
+        self.config = config
+        self.root = Path(str(config["dir"])).resolve()
+        self.policy = FsyncPolicy(str(config["fsync"]))
+        self.group_commit = GroupCommit(self.policy)
+        self.dbs: list[dict[bytes, Stream]] = [{} for _ in range(int(config["databases"]))]  # type: ignore[call-overload]
+        self.meta: Log | None = None
+        self.next_uid = 1
+        self._meta_ops = 0
+        self._lock_fd = -1
+        self._doomed: list[Stream] = []  # deleted streams whose folders go after the commit
+        self._touched_state: dict[Stream, None] = {}
+        self.on_touch: Callable[[int, bytes], None] = lambda db, key: None
+        self.loaded_s = 0.0
+        self.last_commit_s = int(time.time())
+
+    # -- opening ------------------------------------------------------------------------
+
+    def open(self, server: Server | None = None) -> None:
+        start = time.monotonic()
+        self.root.mkdir(parents=True, exist_ok=True)
+        self._lock()
+        self.meta = Log.open(self.root / "meta", self._log_config(STATE_SEGMENT_BYTES))
+        names = self._replay_meta()
+        streams_dir = self.root / "streams"
+        streams_dir.mkdir(exist_ok=True)
+        for uid, (db, key) in names.items():
+            self.dbs[db][key] = self._open_stream(uid)
+        self._remove_orphans(streams_dir, set(names))
+        if self._meta_ops > META_COMPACT_OPS:
+            self._compact_meta()
+        self.loaded_s = time.monotonic() - start
+        logger.info(
+            "opened %d streams in %.3f s", sum(len(db) for db in self.dbs), self.loaded_s
+        )
+
+    def _lock(self) -> None:
+        fd = os.open(self.root / "narad.lock", os.O_RDWR | os.O_CREAT, 0o644)
+        try:
+            fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except BlockingIOError:
+            os.close(fd)
+            raise DataDirBusy(f"another Narad server is using {self.root}") from None
+        self._lock_fd = fd
+
+    def _log_config(self, segment_bytes: int | None = None) -> LogConfig:
+        c = self.config
+        return LogConfig(
+            segment_bytes=segment_bytes or int(c["segment-bytes"]),  # type: ignore[call-overload]
+            segment_ms=int(c["segment-ms"]),  # type: ignore[call-overload]
+            retention_ms=0 if segment_bytes else int(c["retention-ms"]),  # type: ignore[call-overload]
+            retention_bytes=0 if segment_bytes else int(c["retention-bytes"]),  # type: ignore[call-overload]
+            fsync=self.policy,
+        )
+
+    def _replay_meta(self) -> dict[int, tuple[int, bytes]]:
+        assert self.meta is not None
+        names: dict[int, tuple[int, bytes]] = {}
+        offset = self.meta.start_offset
+        while batch := self.meta.read(offset, count_max=4096):
+            for rec in batch:
+                self._apply_meta(names, msgpack.unpackb(rec.payload, raw=True))
+                self._meta_ops += 1
+            offset = batch[-1].offset + 1
+        return names
+
+    def _apply_meta(self, names: dict[int, tuple[int, bytes]], op: list[Any]) -> None:
+        kind = op[0]
+        if kind == b"create" or kind == b"rename":
+            _, uid, db, key = op
+            names[uid] = (db, key)
+            self.next_uid = max(self.next_uid, uid + 1)
+        elif kind == b"delete":
+            names.pop(op[1], None)
+        elif kind == b"swapdb":
+            a, b = op[1], op[2]
+            for uid, (db, key) in list(names.items()):
+                if db in (a, b):
+                    names[uid] = (b if db == a else a, key)
+        elif kind == b"snap":
+            names.clear()
+            self.next_uid = op[1]
+            for uid, db, key in op[2]:
+                names[uid] = (db, key)
+        else:
+            raise ValueError(f"unknown metadata op {kind!r}")
+
+    def _open_stream(self, uid: int) -> Stream:
+        stream = Stream(
+            uid,
+            self.root / "streams" / str(uid),
+            self._log_config(),
+            self._log_config(STATE_SEGMENT_BYTES),
+            self.note,
+        )
+        stream.node_entries = int(self.config["stream-node-max-entries"]) or 100  # type: ignore[call-overload]
+        return stream
+
+    def _remove_orphans(self, streams_dir: Path, live: set[int]) -> None:
+        for path in streams_dir.iterdir():
+            if not (path.name.isdigit() and int(path.name) in live):
+                logger.info("removing %s: no key names it", path)
+                shutil.rmtree(path, ignore_errors=True)
+
+    def _compact_meta(self) -> None:
+        assert self.meta is not None
+        live = [[s.uid, db, key] for db, keys in enumerate(self.dbs) for key, s in keys.items()]
+        self.meta.roll()
+        first = self.meta.next_offset
+        self.meta.append(msgpack.packb(["snap", self.next_uid, live], use_bin_type=False))
+        self.meta.write()
+        self.meta.sync()
+        self.meta.set_start(first)
+        self.meta.apply_retention()
+        self._meta_ops = 1
+
+    def _meta_op(self, op: list[Any]) -> None:
+        assert self.meta is not None
+        self.meta.append(msgpack.packb(op, use_bin_type=False))
+        self._meta_ops += 1
+        self.note(self.meta)
+
+    # -- the keyspace ---------------------------------------------------------------------
+
+    def get(self, db: int, key: bytes) -> Stream | None:
+        return self.dbs[db].get(key)
+
+    def create_stream(self, db: int, key: bytes) -> Stream:
+        assert key not in self.dbs[db]
+        uid = self.next_uid
+        self.next_uid += 1
+        self._meta_op(["create", uid, db, key])
+        stream = self._open_stream(uid)
+        self.dbs[db][key] = stream
+        return stream
+
+    def delete(self, db: int, key: bytes) -> bool:
+        stream = self.dbs[db].pop(key, None)
+        if stream is None:
+            return False
+        self._meta_op(["delete", stream.uid])
+        self._doomed.append(stream)
+        self.touch(db, key)
+        return True
+
+    def rename(self, db: int, src: bytes, dst: bytes) -> None:
+        stream = self.dbs[db][src]
+        if src == dst:
+            return
+        self.delete(db, dst)
+        del self.dbs[db][src]
+        self.dbs[db][dst] = stream
+        self._meta_op(["rename", stream.uid, db, dst])
+        self.touch(db, src)
+        self.touch(db, dst)
+
+    def swapdb(self, a: int, b: int) -> None:
+        self._meta_op(["swapdb", a, b])
+        self.dbs[a], self.dbs[b] = self.dbs[b], self.dbs[a]
+
+    def flushdb(self, db: int) -> None:
+        for key in list(self.dbs[db]):
+            self.delete(db, key)
+
+    def touch(self, db: int, key: bytes) -> None:
+        """`key` was written: WATCHers and blocked readers there are told."""
+        self.on_touch(db, key)
+
+    # -- committing -----------------------------------------------------------------------
+
+    def note(self, log: Log) -> None:
+        self.group_commit.note(log)
+
+    def commit(self) -> None:
+        """The group commit of everything written since the last one (see server.py),
+        then the deferred work that needs it: removing deleted streams' folders."""
+        if self.group_commit.pending:
+            self.group_commit.commit()
+            self.last_commit_s = int(time.time())
+        if self._doomed:
+            doomed, self._doomed = self._doomed, []
+            for stream in doomed:
+                stream.close()
+                shutil.rmtree(stream.folder, ignore_errors=True)
+
+    def compact(self) -> None:
+        """Snapshot state logs that grew past their bound (called between commits)."""
+        for keys in self.dbs:
+            for stream in keys.values():
+                stream.compact_if_due()
+
+    def close(self) -> None:
+        self.commit()
+        for keys in self.dbs:
+            for stream in keys.values():
+                stream.close()
+        if self.meta is not None:
+            self.meta.close()
+        self.group_commit.close()
+        if self._lock_fd >= 0:
+            os.close(self._lock_fd)
+            self._lock_fd = -1
+
+    @property
+    def keys_count(self) -> int:
+        return sum(len(db) for db in self.dbs)

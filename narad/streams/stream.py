@@ -1,0 +1,351 @@
+"""One Redis stream on two logs: entries in its data log, every other change in its
+state log.
+
+- The data log holds only entries (flag FLAG_ENTRY), one record per XADD, so offsets
+  count entries: the stream's length is `data.next_offset - start - len(deleted)`.
+- The state log holds *ops*: small msgpack lists such as ["trim", offset] or a consumer
+  group's deliveries and acks. Every change other than XADD is made by `commit_op`,
+  which applies the op to memory with the same `apply` that recovery replays, then
+  appends it; so what is in memory is exactly what the logs say.
+- A snapshot op, written when the state log grows past `STATE_COMPACT_BYTES`, holds
+  the whole state; the segments before it are then dropped. Recovery replays from the
+  first record still in the state log, so restart time stays flat.
+
+In memory a stream keeps only its counters, the offsets of deleted entries still in
+range, and its consumer groups; payloads stay on disk.
+
+Owned by the event loop thread.
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Callable, Iterator
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+import msgpack
+
+from narad.log import FLAG_ENTRY, Log, LogConfig, decode_fields, encode_fields
+from narad.streams import ids
+
+if TYPE_CHECKING:
+    from narad.streams.groups import Group
+
+logger = logging.getLogger("narad.streams")
+
+# The state log is compacted (snapshot + drop older segments) beyond this size.
+STATE_COMPACT_BYTES = 16 * 1024 * 1024
+READ_BATCH = 256
+
+Entry = tuple[int, list[bytes]]  # (entry ID, flat field/value list)
+OpHandler = Callable[["Stream", list[Any]], None]
+
+# Op name -> handler; consumer groups register theirs (narad/streams/groups.py).
+OP_HANDLERS: dict[str, OpHandler] = {}
+
+
+def op_handler(name: str) -> Callable[[OpHandler], OpHandler]:
+    def register(fn: OpHandler) -> OpHandler:
+        OP_HANDLERS[name] = fn
+        return fn
+
+    return register
+
+
+def pack_id(sid: int) -> bytes:
+    return sid.to_bytes(16, "big")
+
+
+def unpack_id(raw: bytes) -> int:
+    return int.from_bytes(raw, "big")
+
+
+class Stream:
+    def __init__(self, uid: int, folder: Path, data_config: LogConfig, state_config: LogConfig,
+                 note: Callable[[Log], None]) -> None:
+        self.uid = uid
+        self.folder = folder
+        self._note = note  # tells the group commit that a log has buffered records
+        self.data = Log.open(folder / "data", data_config)
+        self.state = Log.open(folder / "state", state_config)
+        self.start = self.data.start_offset  # logical first offset
+        self.deleted: set[int] = set()  # offsets of XDELed entries at or after `start`
+        self.top_id = 0  # last ID set by XSETID (the stream's last ID is the max)
+        self.entries_added_bias = 0  # entries-added minus data entries ever appended
+        self.max_deleted_id = 0
+        self.groups: dict[bytes, Group] = {}
+        self.node_entries = 100  # stream-node-max-entries, for `~` trimming
+        self._replay()
+
+    # -- counters -----------------------------------------------------------------------
+
+    @property
+    def length(self) -> int:
+        return self.data.next_offset - self.start - len(self.deleted)
+
+    @property
+    def last_id(self) -> int:
+        return max(self.top_id, ids.make(*self.data.last_id))
+
+    @property
+    def entries_added(self) -> int:
+        return self.data.next_offset + self.entries_added_bias
+
+    # -- ops: the only way state other than entries changes ------------------------------
+
+    def commit_op(self, op: list[Any]) -> None:
+        """Apply `op` to memory and append it to the state log (committed with the
+        next group commit)."""
+        self.apply(op)
+        self.state.append(msgpack.packb(op, use_bin_type=True))
+        self._note(self.state)
+
+    def apply(self, op: list[Any]) -> None:
+        OP_HANDLERS[op[0]](self, op)
+
+    def _replay(self) -> None:
+        offset = self.state.start_offset
+        count = 0
+        while True:
+            batch = self.state.read(offset, count_max=4096)
+            if not batch:
+                break
+            for rec in batch:
+                self.apply(msgpack.unpackb(rec.payload, raw=False, strict_map_key=False))
+                count += 1
+            offset = batch[-1].offset + 1
+        # The data log may have lost an unacknowledged tail the state already saw.
+        end = self.data.next_offset
+        self.start = min(max(self.start, self.data.start_offset), end)
+        self.deleted = {o for o in self.deleted if self.start <= o < end}
+        if count:
+            logger.debug("stream %d: replayed %d state records", self.uid, count)
+
+    def snapshot_op(self) -> list[Any]:
+        groups = [group.snapshot() for group in self.groups.values()]
+        return [
+            "snap",
+            self.start,
+            sorted(self.deleted),
+            pack_id(self.top_id),
+            self.entries_added_bias,
+            pack_id(self.max_deleted_id),
+            groups,
+        ]
+
+    def compact_if_due(self) -> bool:
+        """Snapshot the state into a fresh segment and drop the older ones."""
+        state = self.state
+        if state.size_bytes < STATE_COMPACT_BYTES:
+            return False
+        state.write()
+        state.roll()
+        first = state.next_offset
+        state.append(msgpack.packb(self.snapshot_op(), use_bin_type=True))
+        state.write()
+        state.sync()
+        state.set_start(first)
+        state.apply_retention()
+        self.data.set_start(self.start)
+        self.data.apply_retention()
+        return True
+
+    # -- entries ------------------------------------------------------------------------
+
+    def add(self, sid: int, fields: list[bytes]) -> int:
+        """Append an entry (ID already validated as above the last ID); its offset."""
+        ms, seq = ids.split(sid)
+        offset = self.data.append(encode_fields(fields), ms, seq, FLAG_ENTRY)
+        self._note(self.data)
+        return offset
+
+    def _readable(self) -> None:
+        """Reads see appended records: put buffered ones in the file first."""
+        if self.data.next_offset > self.data.written_end:
+            self.data.write()
+
+    def range(self, low: int, high: int, count: int = 0) -> list[Entry]:
+        """Live entries with low <= ID <= high, oldest first, at most `count` (0: all)."""
+        out: list[Entry] = []
+        for offset, sid, payload in self._forward(low):
+            if sid > high:
+                break
+            if offset not in self.deleted:
+                out.append((sid, decode_fields(payload)))
+                if len(out) == count:
+                    break
+        return out
+
+    def _forward(self, low: int) -> Iterator[tuple[int, int, bytes]]:
+        self._readable()
+        data = self.data
+        offset = max(data.offset_of_id(*ids.split(low)), self.start)
+        while True:
+            batch = data.read(offset, count_max=READ_BATCH)
+            if not batch:
+                return
+            for rec in batch:
+                yield rec.offset, ids.make(rec.id_ms, rec.id_seq), rec.payload
+            offset = batch[-1].offset + 1
+
+    def revrange(self, high: int, low: int, count: int = 0) -> list[Entry]:
+        """Live entries with low <= ID <= high, newest first, at most `count` (0: all)."""
+        self._readable()
+        data = self.data
+        out: list[Entry] = []
+        offset = data.offset_of_id(*ids.split(high), after=True) - 1
+        while offset >= self.start:
+            batch = data.read_reverse(offset, count_max=READ_BATCH)
+            for rec in batch:
+                sid = ids.make(rec.id_ms, rec.id_seq)
+                if sid < low:
+                    return out
+                if rec.offset not in self.deleted:
+                    out.append((sid, decode_fields(rec.payload)))
+                    if len(out) == count:
+                        return out
+            if not batch:
+                break
+            offset = batch[-1].offset - 1
+        return out
+
+    def offset_of(self, sid: int) -> int | None:
+        """The offset of the live entry with ID `sid`, or None."""
+        self._readable()
+        offset = self.data.offset_of_id(*ids.split(sid))
+        if offset < self.start or offset in self.deleted or offset >= self.data.written_end:
+            return None
+        rec = self.data.read(offset, count_max=1)
+        if not rec or ids.make(rec[0].id_ms, rec[0].id_seq) != sid:
+            return None
+        return offset
+
+    def entry(self, sid: int) -> Entry | None:
+        offset = self.offset_of(sid)
+        if offset is None:
+            return None
+        rec = self.data.read(offset, count_max=1)[0]
+        return sid, decode_fields(rec.payload)
+
+    def first_entry(self) -> Entry | None:
+        found = self.range(0, ids.ID_MAX, 1)
+        return found[0] if found else None
+
+    def last_entry(self) -> Entry | None:
+        found = self.revrange(ids.ID_MAX, 0, 1)
+        return found[0] if found else None
+
+    def id_at(self, offset: int) -> int:
+        self._readable()
+        rec = self.data.read(offset, count_max=1)
+        return ids.make(rec[0].id_ms, rec[0].id_seq)
+
+    # -- deleting and trimming ------------------------------------------------------------
+
+    def delete(self, sids: list[int]) -> int:
+        """XDEL: tombstone the live entries among `sids`; how many were."""
+        offsets: list[int] = []
+        for sid in sids:
+            offset = self.offset_of(sid)
+            if offset is not None and offset not in offsets:
+                offsets.append(offset)
+        if offsets:
+            top = max(self.max_deleted_id, *(self.id_at(o) for o in offsets))
+            self.commit_op(["del", offsets, pack_id(top)])
+        return len(offsets)
+
+    def trim(self, maxlen: int | None, minid: int | None, approx: bool, limit: int) -> int:
+        """XTRIM / XADD trimming by MAXLEN or MINID; returns entries removed.
+
+        With `approx` only whole nodes go: a node is a block of `node_entries`
+        consecutive offsets (the unit Redis's `~` trims by, here aligned on offsets).
+        `limit` (0: none) bounds the entries removed.
+        """
+        pos, removed = self.start, 0
+        end = self.data.next_offset
+        length = self.length
+        deleted = self.deleted
+        while pos < end:
+            if maxlen is not None and length <= maxlen:
+                break
+            node_end = min((pos // self.node_entries + 1) * self.node_entries, end)
+            live = node_end - pos - sum(1 for o in deleted if pos <= o < node_end)
+            if limit and removed + live > limit:
+                break
+            if maxlen is not None:
+                whole = length - live >= maxlen
+            else:
+                assert minid is not None
+                whole = self.id_at(node_end - 1) < minid
+            if whole:
+                pos, length, removed = node_end, length - live, removed + live
+                continue
+            if approx:
+                break
+            while pos < node_end:
+                if maxlen is not None and length <= maxlen:
+                    break
+                if minid is not None and self.id_at(pos) >= minid:
+                    break
+                if pos not in deleted:
+                    length, removed = length - 1, removed + 1
+                pos += 1
+            break
+        if pos > self.start:
+            self.commit_op(["trim", pos])
+        return removed
+
+    def set_id(self, last_id: int, entries_added: int | None, max_deleted: int | None) -> None:
+        added = self.entries_added if entries_added is None else entries_added
+        top_deleted = self.max_deleted_id if max_deleted is None else max_deleted
+        self.commit_op(
+            ["setid", pack_id(last_id), added - self.data.next_offset, pack_id(top_deleted)]
+        )
+
+    def close(self) -> None:
+        self.data.close()
+        self.state.close()
+
+
+# -- op handlers for the stream itself --------------------------------------------------
+
+
+@op_handler("trim")
+def _apply_trim(stream: Stream, op: list[Any]) -> None:
+    start = op[1]
+    stream.start = max(stream.start, start)
+    stream.deleted = {o for o in stream.deleted if o >= stream.start}
+
+
+@op_handler("del")
+def _apply_del(stream: Stream, op: list[Any]) -> None:
+    stream.deleted.update(o for o in op[1] if o >= stream.start)
+    stream.max_deleted_id = max(stream.max_deleted_id, unpack_id(op[2]))
+    # Deleting the head moves the logical start, so the set stays small for queues.
+    while stream.start in stream.deleted:
+        stream.deleted.remove(stream.start)
+        stream.start += 1
+
+
+@op_handler("setid")
+def _apply_setid(stream: Stream, op: list[Any]) -> None:
+    stream.top_id = unpack_id(op[1])
+    stream.entries_added_bias = op[2]
+    stream.max_deleted_id = unpack_id(op[3])
+
+
+@op_handler("snap")
+def _apply_snapshot(stream: Stream, op: list[Any]) -> None:
+    from narad.streams.groups import Group
+
+    _, start, deleted, top, bias, max_deleted, groups = op
+    stream.start = start
+    stream.deleted = set(deleted)
+    stream.top_id = unpack_id(top)
+    stream.entries_added_bias = bias
+    stream.max_deleted_id = unpack_id(max_deleted)
+    stream.groups = {}
+    for raw in groups:
+        group = Group.from_snapshot(raw)
+        stream.groups[group.name] = group

@@ -1,0 +1,39 @@
+"""Shared fixtures: real server processes on free loopback ports."""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+
+from tests.servers import NaradProcess, RedisProcess, have_redis_server
+
+
+@pytest.fixture
+def narad(tmp_path: Path) -> Iterator[NaradProcess]:
+    """A Narad server with its embedded defaults, in a fresh data dir."""
+    server = NaradProcess(tmp_path / "narad")
+    server.start()
+    yield server
+    server.stop()
+
+
+@pytest.fixture(scope="module")
+def shared_narad(tmp_path_factory: pytest.TempPathFactory) -> Iterator[NaradProcess]:
+    """One server for a module's read-mostly tests; each test uses its own keys or db."""
+    server = NaradProcess(tmp_path_factory.mktemp("narad"))
+    server.start()
+    yield server
+    server.stop()
+
+
+@pytest.fixture(scope="module")
+def redis_server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[RedisProcess]:
+    """A real redis-server 7.0, for side-by-side checks of replies and errors."""
+    if not have_redis_server():
+        pytest.skip("redis-server is not installed")
+    server = RedisProcess(tmp_path_factory.mktemp("redis"))
+    server.start()
+    yield server
+    server.stop()

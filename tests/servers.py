@@ -1,0 +1,120 @@
+"""Real server processes for tests: Narad and, for side-by-side checks, redis-server.
+
+Each runs on a free loopback port in its own temporary folder. `kill()` is a real
+SIGKILL; `restart()` starts a new process on the same folder and port.
+"""
+
+from __future__ import annotations
+
+import os
+import shutil
+import signal
+import socket
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import redis
+
+ROOT = Path(__file__).resolve().parents[1]
+
+
+def free_port() -> int:
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        return int(sock.getsockname()[1])
+
+
+def wait_until(condition, timeout: float = 10.0, interval: float = 0.02):  # type: ignore[no-untyped-def]
+    """Poll `condition` until it returns something true, or fail at the deadline."""
+    deadline = time.monotonic() + timeout
+    while True:
+        value = condition()
+        if value:
+            return value
+        if time.monotonic() > deadline:
+            raise TimeoutError(f"condition not met within {timeout} s")
+        time.sleep(interval)
+
+
+class ServerProcess:
+    def __init__(self, folder: Path, extra: list[str] | None = None) -> None:
+        self.folder = folder
+        self.extra = extra or []
+        self.port = free_port()
+        self.proc: subprocess.Popen[bytes] | None = None
+        self.log_path = folder / "server.log"
+
+    def command(self) -> list[str]:
+        raise NotImplementedError
+
+    def start(self) -> ServerProcess:
+        self.folder.mkdir(parents=True, exist_ok=True)
+        log = open(self.log_path, "ab")  # noqa: SIM115 - handed to the child
+        env = {**os.environ, "PYTHONPATH": str(ROOT)}
+        self.proc = subprocess.Popen(self.command(), stdout=log, stderr=log, cwd=self.folder, env=env)
+        log.close()
+        wait_until(self._answers, timeout=20)
+        return self
+
+    def _answers(self) -> bool:
+        assert self.proc is not None
+        if self.proc.poll() is not None:
+            raise RuntimeError(f"server exited with {self.proc.returncode}: {self.log()}")
+        try:
+            with socket.create_connection(("127.0.0.1", self.port), timeout=1) as sock:
+                sock.sendall(b"PING\r\n")
+                return sock.recv(64).startswith((b"+PONG", b"-NOAUTH"))
+        except OSError:
+            return False
+
+    def log(self) -> str:
+        try:
+            return self.log_path.read_text(errors="replace")[-4000:]
+        except OSError:
+            return ""
+
+    def client(self, **kwargs: object) -> redis.Redis:
+        return redis.Redis(host="127.0.0.1", port=self.port, **kwargs)  # type: ignore[arg-type]
+
+    def kill(self) -> None:
+        """kill -9: no chance to flush or clean up anything."""
+        if self.proc is not None and self.proc.poll() is None:
+            self.proc.send_signal(signal.SIGKILL)
+            self.proc.wait()
+
+    def stop(self, timeout: float = 20) -> int:
+        assert self.proc is not None
+        if self.proc.poll() is None:
+            self.proc.send_signal(signal.SIGTERM)
+            try:
+                self.proc.wait(timeout)
+            except subprocess.TimeoutExpired:
+                self.proc.kill()
+                self.proc.wait()
+        return self.proc.returncode
+
+    def restart(self) -> ServerProcess:
+        self.stop()
+        return self.start()
+
+
+class NaradProcess(ServerProcess):
+    def command(self) -> list[str]:
+        return [
+            sys.executable, "-m", "narad", "server",
+            "--port", str(self.port), "--dir", str(self.folder / "data"), *self.extra,
+        ]
+
+
+class RedisProcess(ServerProcess):
+    def command(self) -> list[str]:
+        return [
+            "redis-server", "--port", str(self.port), "--bind", "127.0.0.1",
+            "--save", "", "--appendonly", "no", "--dir", str(self.folder), *self.extra,
+        ]
+
+
+def have_redis_server() -> bool:
+    return shutil.which("redis-server") is not None
