@@ -29,12 +29,20 @@ class SparseIndex:
     memory is 32 bytes per ~4 KiB of segment.
     """
 
-    __slots__ = ("_data", "persisted")
+    __slots__ = ("_data", "last_position", "persisted")
 
     def __init__(self, data: bytes = b"") -> None:
         self._data = bytearray(data)
         # How many leading entries are already in the index file.
         self.persisted = len(self._data) // ENTRY_BYTES
+        self._note_last()
+
+    def _note_last(self) -> None:
+        # Byte position of the last entry's record (-1: no entry), for `due`.
+        n = len(self._data)
+        self.last_position = (
+            struct.unpack_from("<Q", self._data, n - ENTRY_BYTES + 8)[0] if n >= ENTRY_BYTES else -1
+        )
 
     def __len__(self) -> int:
         return len(self._data) // ENTRY_BYTES
@@ -48,14 +56,11 @@ class SparseIndex:
 
     def due(self, position: int) -> bool:
         """Whether a record starting at `position` gets an entry."""
-        n = len(self._data)
-        if n == 0:
-            return True
-        (last_position,) = struct.unpack_from("<Q", self._data, n - ENTRY_BYTES + 8)
-        return bool(position - last_position >= INTERVAL_BYTES)
+        return self.last_position < 0 or position - self.last_position >= INTERVAL_BYTES
 
     def add(self, offset: int, position: int, id_ms: int, id_seq: int) -> None:
         self._data += ENTRY.pack(offset, position, id_ms, id_seq)
+        self.last_position = position
 
     def floor_offset(self, offset: int) -> int:
         """Index of the last entry with entry.offset <= offset, or -1."""
@@ -86,6 +91,7 @@ class SparseIndex:
             keep -= 1
         del self._data[keep * ENTRY_BYTES :]
         self.persisted = min(self.persisted, keep)
+        self._note_last()
 
     def structurally_valid(self, base_offset: int, segment_bytes: int) -> bool:
         """Cheap checks that need no segment read: see docs/log-format.md."""

@@ -111,7 +111,8 @@ class Log:
         self.written_end = 0  # offsets below this are in the active file
         self.durable_end = 0  # offsets below this are fsynced
         self.start_offset = 0  # logical first offset (see start.checkpoint)
-        self.epochs: list[tuple[int, int]] = []  # (epoch, first offset), increasing
+        self._epochs: list[tuple[int, int]] = []
+        self._epoch = 0  # the epoch of the last entry of _epochs: what appends carry
         self.failure: str | None = None
         self.last_id = (0, 0)
         self.last_timestamp_ms = 0
@@ -298,7 +299,17 @@ class Log:
 
     @property
     def epoch(self) -> int:
-        return self.epochs[-1][0] if self.epochs else 0
+        return self._epoch
+
+    @property
+    def epochs(self) -> list[tuple[int, int]]:
+        """(epoch, first offset) pairs, increasing; see epochs.checkpoint."""
+        return self._epochs
+
+    @epochs.setter
+    def epochs(self, value: list[tuple[int, int]]) -> None:
+        self._epochs = value
+        self._epoch = value[-1][0] if value else 0
 
     @property
     def size_bytes(self) -> int:
@@ -326,31 +337,35 @@ class Log:
         epoch: int | None = None,
     ) -> int:
         """Buffer one record and return its offset. It is not yet appended: see `write`."""
-        self._check_writable()
+        if self.failure is not None:
+            raise LogFailed(self.failure)
         if (id_ms, id_seq) < self.last_id:
             raise ValueError(f"stream ID {id_ms}-{id_seq} is below the log's last {self.last_id}")
         if epoch is not None and epoch != self.epoch:
             self.begin_epoch(epoch)
         ts = self.clock() if timestamp_ms is None else timestamp_ms
-        ts = max(ts, self.last_timestamp_ms)
-        record_bytes = format.HEADER_BYTES + len(payload)
-        if self._roll_due(record_bytes, ts):
+        if ts < self.last_timestamp_ms:
+            ts = self.last_timestamp_ms
+        pending = self._pending
+        seg = self.segments[-1]
+        if seg.next_offset != seg.base_offset and self._roll_due(
+            seg, len(pending) + format.HEADER_BYTES + len(payload), ts
+        ):
             self.roll()
-        offset = self.next_offset
-        seg = self.active
-        position = seg.size + len(self._pending)
-        format.encode_into(self._pending, offset, ts, self.epoch, flags, id_ms, id_seq, payload)
+            seg, pending = self.segments[-1], self._pending
+        offset = self._pending_offset + self._pending_records
+        position = seg.size + len(pending)
+        format.encode_into(pending, offset, ts, self._epoch, flags, id_ms, id_seq, payload)
         self._pending_records += 1
         seg.note_record(offset, position, id_ms, id_seq, ts)
         self.last_id = (id_ms, id_seq)
         self.last_timestamp_ms = ts
         return offset
 
-    def _roll_due(self, record_bytes: int, ts: int) -> bool:
-        seg = self.active
-        if seg.empty:
-            return False
-        if seg.size + len(self._pending) + record_bytes > self.config.segment_bytes:
+    def _roll_due(self, seg: Segment, adding_bytes: int, ts: int) -> bool:
+        """Whether a non-empty active segment must be sealed before `adding_bytes`
+        more (buffered records included) with timestamp `ts`."""
+        if seg.size + adding_bytes > self.config.segment_bytes:
             return True
         age_max = self.config.segment_ms
         return bool(age_max) and ts - seg.first_timestamp_ms >= age_max
@@ -413,9 +428,11 @@ class Log:
         if epoch < self.epoch:
             raise ValueError(f"epoch {epoch} is older than the log's epoch {self.epoch}")
         if epoch > self.epoch:
-            if self.epochs and self.epochs[-1][1] == self.next_offset:
-                self.epochs.pop()  # that epoch ended before writing anything
-            self.epochs.append((epoch, self.next_offset))
+            epochs = list(self.epochs)
+            if epochs and epochs[-1][1] == self.next_offset:
+                epochs.pop()  # that epoch ended before writing anything
+            epochs.append((epoch, self.next_offset))
+            self.epochs = epochs
             self._write_epochs()
 
     def epoch_end(self, epoch: int) -> tuple[int, int]:

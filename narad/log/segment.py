@@ -14,7 +14,7 @@ from pathlib import Path
 
 from narad.log import format
 from narad.log.format import SCAN_BAD, SCAN_OK, Record
-from narad.log.index import SparseIndex
+from narad.log.index import INTERVAL_BYTES, SparseIndex
 
 NAME_DIGITS = 20
 LOG_SUFFIX = ".log"
@@ -150,9 +150,10 @@ class Segment:
 
     def note_record(self, offset: int, position: int, id_ms: int, id_seq: int, ts: int) -> None:
         """Account for a record at `position` (appended or found by a scan)."""
-        if self.index.due(position):
-            self.index.add(offset, position, id_ms, id_seq)
-        if self.empty:
+        index = self.index
+        if index.last_position < 0 or position - index.last_position >= INTERVAL_BYTES:
+            index.add(offset, position, id_ms, id_seq)
+        if self.next_offset == self.base_offset:
             self.first_timestamp_ms = ts
         self.next_offset = offset + 1
         self.last_id = (id_ms, id_seq)

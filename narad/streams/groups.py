@@ -1,0 +1,575 @@
+"""Consumer groups: each group's cursor, pending entries list (PEL) and consumers, as
+a state machine over the stream's state log (DESIGN.md, "Consumer state is a log
+too").
+
+Rules:
+
+- Every change is one op committed with `Stream.commit_op`, which applies it with
+  the handler registered here; recovery replays the same handlers, so memory is
+  exactly what the state log says. A handler reads only its op and the group state:
+  no clock, no stream entries. Whatever a command decided from the stream (which
+  entries exist, the new read counter, the time it used) travels in the op.
+- One op per command call and stream, however many entries it touches; a call that
+  changes nothing writes nothing.
+- Only the interesting state is kept: each group's cursor (`last_id`,
+  `entries_read`), its pending entries and its consumers. An acked entry is removed
+  from the PEL and from its consumer and leaves nothing behind.
+- IDs inside ops and snapshots are 16-byte big-endian strings (msgpack ints stop at
+  64 bits); a list of IDs is their concatenation ("blob").
+- Semantics are Redis 7.0's (src/t_stream.c), including its read counter and lag
+  estimates and what XCLAIM / XAUTOCLAIM do with entries deleted from the stream.
+
+Ops (fields after the name; names are bytes, times are Unix ms):
+
+    gcreate       group, last_id, entries_read|None
+    gdestroy      group
+    gsetid        group, last_id, entries_read|None
+    gconsumer     group, consumer, now                      (XGROUP CREATECONSUMER)
+    gdelconsumer  group, consumer                           (drops its pending entries)
+    gdeliver      group, consumer, now, last_id, entries_read|None, ids
+                  new entries delivered by XREADGROUP `>`: each ID becomes pending for
+                  the consumer with delivery time `now` and count 1 (NOACK: no IDs,
+                  only the cursor moves); creates the consumer if needed
+    ghistory      group, consumer, now, ids
+                  XREADGROUP with an explicit ID re-delivered these pending entries:
+                  delivery time `now`, count + 1 (entries no longer in the stream are
+                  answered but not counted, as in Redis 7.0)
+    gack          group, ids                                 (each was pending)
+    gclaim        group, consumer, now, delivery_ms, retry_count|None, increment,
+                  claimed ids, deleted ids, last_id|None
+                  XCLAIM / XAUTOCLAIM: deleted IDs leave the PEL (their entries are
+                  gone from the stream); claimed IDs (repeats allowed, applied in
+                  order) move to the consumer, created if absent, with `delivery_ms`
+                  and a count set to `retry_count`, or + 1 if `increment`; a claimed
+                  ID not pending is created with count 1 first (FORCE); `last_id`
+                  raises the cursor (LASTID)
+
+Every op that names a consumer sets its seen time to the op's `now`, except
+gdelconsumer. Must never: read the clock in a handler, do I/O other than through
+`Stream`. Owned by the event loop thread, as the Stream is.
+"""
+
+from __future__ import annotations
+
+import heapq
+import itertools
+import time
+from collections.abc import Iterable, Iterator
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any
+
+from sortedcontainers import SortedDict  # type: ignore[import-untyped, unused-ignore]
+
+from narad.streams import ids
+from narad.streams.stream import Entry, op_handler, pack_id, unpack_id
+
+if TYPE_CHECKING:
+    from narad.streams.stream import Stream
+
+ID_BYTES = 16
+
+
+def now_ms() -> int:
+    """The wall clock in Unix ms: the one clock of consumer groups (tests patch it)."""
+    return time.time_ns() // 1_000_000
+
+
+def pack_ids(sids: Iterable[int]) -> bytes:
+    return b"".join(pack_id(sid) for sid in sids)
+
+
+def unpack_ids(blob: bytes) -> list[int]:
+    assert len(blob) % ID_BYTES == 0, "an ID blob is a whole number of IDs"
+    return [unpack_id(blob[i : i + ID_BYTES]) for i in range(0, len(blob), ID_BYTES)]
+
+
+def _pack_opt(sid: int | None) -> bytes | None:
+    return None if sid is None else pack_id(sid)
+
+
+def _unpack_opt(raw: bytes | None) -> int | None:
+    return None if raw is None else unpack_id(raw)
+
+
+# -- state ---------------------------------------------------------------------------------
+
+
+class Consumer:
+    """A named reader of a group. `pending` holds the IDs of the group's pending
+    entries it owns: the same int objects as the group PEL's keys."""
+
+    __slots__ = ("name", "pending", "seen_ms")
+
+    def __init__(self, name: bytes, seen_ms: int) -> None:
+        self.name = name
+        self.seen_ms = seen_ms  # Unix ms of the last op that touched it
+        self.pending: set[int] = set()
+
+
+class PendingEntry:
+    """An entry delivered and not yet acked (Redis's NACK). Kept small: it is the
+    per-message cost of everything in flight."""
+
+    __slots__ = ("consumer", "delivery_count", "delivery_ms")
+
+    def __init__(self, consumer: Consumer, delivery_ms: int, delivery_count: int) -> None:
+        self.consumer = consumer  # the owner; its `pending` holds this entry's ID
+        self.delivery_ms = delivery_ms  # Unix ms of the last delivery (or claim)
+        self.delivery_count = delivery_count  # deliveries so far, this one included
+
+
+class Group:
+    """A consumer group: cursor, PEL (ID order) and consumers. Changed only by the op
+    handlers below; commands read it freely."""
+
+    __slots__ = ("consumers", "entries_read", "last_id", "name", "pel")
+
+    def __init__(self, name: bytes, last_id: int, entries_read: int | None) -> None:
+        self.name = name
+        self.last_id = last_id  # ID of the last entry handed out with `>` (or set)
+        self.entries_read = entries_read  # read counter at last_id; None: unknown
+        self.pel: Any = SortedDict()  # entry ID -> PendingEntry, in ID order
+        self.consumers: dict[bytes, Consumer] = {}
+
+    # -- queries ----------------------------------------------------------------------
+
+    def sorted_consumers(self) -> list[Consumer]:
+        """Consumers in name order (the order Redis lists them in)."""
+        return [self.consumers[name] for name in sorted(self.consumers)]
+
+    def owned_ids(self, consumer: Consumer, low: int, high: int) -> Iterator[int]:
+        """IDs pending for `consumer` with low <= ID <= high, in ID order."""
+        if len(consumer.pending) * 4 >= len(self.pel):
+            pel = self.pel
+            return (s for s in pel.irange(low, high) if pel[s].consumer is consumer)
+        return iter(sorted(s for s in consumer.pending if low <= s <= high))
+
+    def pending_ids(self, low: int, high: int, consumer: Consumer | None = None) -> Iterator[int]:
+        if consumer is not None:
+            return self.owned_ids(consumer, low, high)
+        return iter(self.pel.irange(low, high))
+
+    def first_owned(self, consumer: Consumer, count: int, low: int) -> list[int]:
+        """The first `count` (0: all) IDs pending for `consumer` from `low` on."""
+        if count and len(consumer.pending) * 4 < len(self.pel):
+            return heapq.nsmallest(count, (s for s in consumer.pending if s >= low))
+        found = self.owned_ids(consumer, low, ids.ID_MAX)
+        return list(found) if not count else list(itertools.islice(found, count))
+
+    # -- changes, only from op handlers ---------------------------------------------------
+
+    def _touch_consumer(self, name: bytes, seen_ms: int) -> Consumer:
+        consumer = self.consumers.get(name)
+        if consumer is None:
+            consumer = self.consumers[name] = Consumer(name, seen_ms)
+        consumer.seen_ms = seen_ms
+        return consumer
+
+    def _give(self, sid: int, consumer: Consumer, delivery_ms: int) -> PendingEntry:
+        """Make `sid` pending for `consumer` (moving it if someone else had it)."""
+        entry: PendingEntry | None = self.pel.get(sid)
+        if entry is None:
+            entry = PendingEntry(consumer, delivery_ms, 1)
+            self.pel[sid] = entry
+            consumer.pending.add(sid)
+            return entry
+        if entry.consumer is not consumer:
+            entry.consumer.pending.discard(sid)
+            entry.consumer = consumer
+            consumer.pending.add(sid)
+        entry.delivery_ms = delivery_ms
+        return entry
+
+    def _drop(self, sid: int) -> bool:
+        entry: PendingEntry | None = self.pel.pop(sid, None)
+        if entry is None:
+            return False
+        entry.consumer.pending.discard(sid)
+        return True
+
+    # -- snapshots ----------------------------------------------------------------------
+
+    def snapshot(self) -> list[Any]:
+        """The whole group as a msgpack-able list, PEL stored by columns."""
+        consumers = self.sorted_consumers()
+        index = {id(c): i for i, c in enumerate(consumers)}
+        pel_ids = list(self.pel.keys())
+        entries: list[PendingEntry] = list(self.pel.values())
+        return [
+            self.name,
+            pack_id(self.last_id),
+            self.entries_read,
+            [[c.name, c.seen_ms] for c in consumers],
+            pack_ids(pel_ids),
+            [index[id(e.consumer)] for e in entries],
+            [e.delivery_ms for e in entries],
+            [e.delivery_count for e in entries],
+        ]
+
+    @classmethod
+    def from_snapshot(cls, raw: list[Any]) -> Group:
+        name, last_id, entries_read, consumers, pel_ids, owners, times, counts = raw
+        group = cls(name, unpack_id(last_id), entries_read)
+        table = [group._touch_consumer(cname, seen) for cname, seen in consumers]
+        sids = unpack_ids(pel_ids)
+        assert len(sids) == len(owners) == len(times) == len(counts)
+        pel = {}
+        for sid, owner, delivery_ms, count in zip(sids, owners, times, counts, strict=True):
+            consumer = table[owner]
+            pel[sid] = PendingEntry(consumer, delivery_ms, count)
+            consumer.pending.add(sid)
+        group.pel.update(pel)
+        return group
+
+
+def _group(stream: Stream, name: bytes) -> Group:
+    group = stream.groups.get(name)
+    assert group is not None, f"op on unknown group {name!r}"
+    return group
+
+
+# -- op handlers ---------------------------------------------------------------------------
+
+
+@op_handler("gcreate")
+def _apply_create(stream: Stream, op: list[Any]) -> None:
+    _, name, last_id, entries_read = op
+    assert name not in stream.groups
+    stream.groups[name] = Group(name, unpack_id(last_id), entries_read)
+
+
+@op_handler("gdestroy")
+def _apply_destroy(stream: Stream, op: list[Any]) -> None:
+    del stream.groups[op[1]]
+
+
+@op_handler("gsetid")
+def _apply_setid(stream: Stream, op: list[Any]) -> None:
+    _, name, last_id, entries_read = op
+    group = _group(stream, name)
+    group.last_id = unpack_id(last_id)
+    group.entries_read = entries_read
+
+
+@op_handler("gconsumer")
+def _apply_consumer(stream: Stream, op: list[Any]) -> None:
+    _, name, consumer, now = op
+    _group(stream, name)._touch_consumer(consumer, now)
+
+
+@op_handler("gdelconsumer")
+def _apply_delconsumer(stream: Stream, op: list[Any]) -> None:
+    group = _group(stream, op[1])
+    consumer = group.consumers.pop(op[2])
+    for sid in consumer.pending:
+        del group.pel[sid]
+
+
+@op_handler("gdeliver")
+def _apply_deliver(stream: Stream, op: list[Any]) -> None:
+    _, name, consumer_name, now, last_id, entries_read, blob = op
+    group = _group(stream, name)
+    consumer = group._touch_consumer(consumer_name, now)
+    group.last_id = unpack_id(last_id)
+    group.entries_read = entries_read
+    for sid in unpack_ids(blob):
+        group._give(sid, consumer, now).delivery_count = 1
+
+
+@op_handler("ghistory")
+def _apply_history(stream: Stream, op: list[Any]) -> None:
+    _, name, consumer_name, now, blob = op
+    group = _group(stream, name)
+    group._touch_consumer(consumer_name, now)
+    for sid in unpack_ids(blob):
+        entry: PendingEntry = group.pel[sid]
+        entry.delivery_ms = now
+        entry.delivery_count += 1
+
+
+@op_handler("gack")
+def _apply_ack(stream: Stream, op: list[Any]) -> None:
+    group = _group(stream, op[1])
+    for sid in unpack_ids(op[2]):
+        group._drop(sid)
+
+
+@op_handler("gclaim")
+def _apply_claim(stream: Stream, op: list[Any]) -> None:
+    _, name, consumer_name, now, delivery_ms, retry_count, increment, claimed, deleted, last = op
+    group = _group(stream, name)
+    last_id = _unpack_opt(last)
+    if last_id is not None and last_id > group.last_id:
+        group.last_id = last_id
+    for sid in unpack_ids(deleted):
+        group._drop(sid)
+    sids = unpack_ids(claimed)
+    if not sids:
+        return
+    consumer = group._touch_consumer(consumer_name, now)
+    for sid in sids:
+        entry = group._give(sid, consumer, delivery_ms)
+        if retry_count is not None:
+            entry.delivery_count = retry_count
+        elif increment:
+            entry.delivery_count += 1
+
+
+# -- the stream's counters: read counter and lag as Redis 7.0 estimates them ---------------
+
+
+@dataclass(frozen=True)
+class Counters:
+    """What the read-counter rules need from a stream, taken once per command."""
+
+    length: int
+    entries_added: int
+    last_id: int
+    max_deleted_id: int
+    first_id: int  # ID of the first live entry; 0 when empty
+
+    @classmethod
+    def of(cls, stream: Stream) -> Counters:
+        first = stream.first_entry() if stream.length else None
+        return cls(
+            stream.length,
+            stream.entries_added,
+            stream.last_id,
+            stream.max_deleted_id,
+            first[0] if first is not None else 0,
+        )
+
+    def has_tombstones(self, start: int, end: int = ids.ID_MAX) -> bool:
+        """Whether an XDELed entry may lie in [start, end] (Redis's
+        streamRangeHasTombstones: only the newest deletion is remembered)."""
+        if not self.length or not self.max_deleted_id:
+            return False
+        if self.first_id > self.max_deleted_id:
+            return False
+        return start <= self.max_deleted_id <= end
+
+    def estimate_read(self, sid: int) -> int | None:
+        """The read counter of an entry at `sid`, when it can be known without
+        counting (Redis's streamEstimateDistanceFromFirstEverEntry); None otherwise."""
+        if not self.entries_added:
+            return 0
+        if not self.length and sid <= self.last_id:
+            return self.entries_added
+        if sid == self.last_id:
+            return self.entries_added
+        if sid > self.last_id:
+            return None
+        if not self.max_deleted_id or self.max_deleted_id < self.first_id:
+            if sid < self.first_id:
+                return self.entries_added - self.length
+            if sid == self.first_id:
+                return self.entries_added - self.length + 1
+        return None
+
+    def lag(self, group: Group) -> int | None:
+        """Entries not yet read by the group, or None when it cannot be told."""
+        if not self.entries_added:
+            return 0
+        if group.entries_read is not None and not self.has_tombstones(group.last_id):
+            return self.entries_added - group.entries_read
+        read = self.estimate_read(group.last_id)
+        return None if read is None else self.entries_added - read
+
+    def advance(self, entries_read: int | None, sid: int) -> int | None:
+        """The read counter after delivering `sid` (above the cursor) with `>`."""
+        if entries_read is not None and not self.has_tombstones(sid):
+            return entries_read + 1
+        if self.entries_added:
+            return self.estimate_read(sid)
+        return entries_read
+
+
+# -- changes: each builds one op and commits it ----------------------------------------------
+
+
+def create_group(stream: Stream, name: bytes, last_id: int, entries_read: int | None) -> bool:
+    """XGROUP CREATE; False if the group exists."""
+    if name in stream.groups:
+        return False
+    stream.commit_op(["gcreate", name, pack_id(last_id), entries_read])
+    return True
+
+
+def destroy_group(stream: Stream, name: bytes) -> bool:
+    if name not in stream.groups:
+        return False
+    stream.commit_op(["gdestroy", name])
+    return True
+
+
+def set_group_id(stream: Stream, group: Group, last_id: int, entries_read: int | None) -> None:
+    stream.commit_op(["gsetid", group.name, pack_id(last_id), entries_read])
+
+
+def create_consumer(stream: Stream, group: Group, name: bytes, now: int) -> bool:
+    if name in group.consumers:
+        return False
+    stream.commit_op(["gconsumer", group.name, name, now])
+    return True
+
+
+def delete_consumer(stream: Stream, group: Group, name: bytes) -> int:
+    """XGROUP DELCONSUMER: how many entries it had pending (now dropped)."""
+    consumer = group.consumers.get(name)
+    if consumer is None:
+        return 0
+    pending = len(consumer.pending)
+    stream.commit_op(["gdelconsumer", group.name, name])
+    return pending
+
+
+def read_new(
+    stream: Stream, group: Group, consumer: bytes, count: int, noack: bool, now: int
+) -> list[Entry]:
+    """XREADGROUP `>`: up to `count` (0: all) entries after the cursor, delivered to
+    `consumer` (pending unless `noack`); the cursor and read counter follow."""
+    found: list[Entry] = []
+    if group.last_id != ids.ID_MAX:
+        found = stream.range(group.last_id + 1, ids.ID_MAX, count)
+    last_id, entries_read = group.last_id, group.entries_read
+    if found:
+        counters = Counters.of(stream)
+        for sid, _ in found:
+            entries_read = counters.advance(entries_read, sid)
+            last_id = sid
+    delivered = b"" if noack else pack_ids(sid for sid, _ in found)
+    stream.commit_op(
+        ["gdeliver", group.name, consumer, now, pack_id(last_id), entries_read, delivered]
+    )
+    return found
+
+
+def read_history(
+    stream: Stream, group: Group, consumer: bytes, after: int, count: int, now: int
+) -> list[tuple[int, list[bytes] | None]]:
+    """XREADGROUP with an ID: the consumer's pending entries above `after`, at most
+    `count` (0: all); fields are None for an entry no longer in the stream. Entries
+    still there count as delivered again."""
+    owner = group.consumers.get(consumer)
+    sids = [] if owner is None else group.first_owned(owner, count, after + 1)
+    out: list[tuple[int, list[bytes] | None]] = []
+    again: list[int] = []
+    for sid in sids:
+        entry = stream.entry(sid)
+        out.append((sid, None if entry is None else entry[1]))
+        if entry is not None:
+            again.append(sid)
+    stream.commit_op(["ghistory", group.name, consumer, now, pack_ids(again)])
+    return out
+
+
+def ack(stream: Stream, group: Group, sids: list[int]) -> int:
+    """XACK: how many of `sids` were pending (now acked)."""
+    pel = group.pel
+    acked: dict[int, None] = {sid: None for sid in sids if sid in pel}
+    if acked:
+        stream.commit_op(["gack", group.name, pack_ids(acked)])
+    return len(acked)
+
+
+@dataclass
+class ClaimOptions:
+    """XCLAIM's options, resolved against the clock by the command."""
+
+    min_idle_ms: int = 0
+    delivery_ms: int = 0  # the claimed entries' new delivery time
+    retry_count: int | None = None  # set the delivery count (None: + 1 unless justid)
+    force: bool = False
+    justid: bool = False
+    last_id: int | None = None
+
+
+def claim(
+    stream: Stream, group: Group, consumer: bytes, sids: list[int], opts: ClaimOptions, now: int
+) -> tuple[list[int], list[int]]:
+    """XCLAIM: the IDs claimed by `consumer`, in argument order (repeats included),
+    and the pending IDs dropped because their entries are no longer in the stream."""
+    claimed: list[int] = []
+    deleted: list[int] = []
+    seen: dict[int, int] = {}  # ID -> its delivery time after an earlier claim
+    for sid in sids:
+        entry: PendingEntry | None = group.pel.get(sid)
+        pending = sid in seen or (entry is not None and sid not in deleted)
+        if stream.offset_of(sid) is None:
+            if pending and sid not in deleted:
+                deleted.append(sid)
+            continue
+        if not pending and not opts.force:
+            continue
+        delivered = seen.get(sid, entry.delivery_ms if entry else None)
+        if delivered is not None and opts.min_idle_ms and now - delivered < opts.min_idle_ms:
+            continue
+        claimed.append(sid)
+        seen[sid] = opts.delivery_ms
+    moves_cursor = opts.last_id is not None and opts.last_id > group.last_id
+    if claimed or deleted or moves_cursor:
+        _commit_claim(stream, group, consumer, now, opts, claimed, deleted)
+    return claimed, deleted
+
+
+def _commit_claim(
+    stream: Stream,
+    group: Group,
+    consumer: bytes,
+    now: int,
+    opts: ClaimOptions,
+    claimed: list[int],
+    deleted: list[int],
+) -> None:
+    stream.commit_op(
+        [
+            "gclaim",
+            group.name,
+            consumer,
+            now,
+            opts.delivery_ms,
+            opts.retry_count,
+            not opts.justid,
+            pack_ids(claimed),
+            pack_ids(deleted),
+            _pack_opt(opts.last_id),
+        ]
+    )
+
+
+def autoclaim(
+    stream: Stream,
+    group: Group,
+    consumer: bytes,
+    min_idle_ms: int,
+    start: int,
+    count: int,
+    justid: bool,
+    now: int,
+) -> tuple[int, list[int], list[int]]:
+    """XAUTOCLAIM: walk the PEL from `start`, claiming entries idle for at least
+    `min_idle_ms`, until `count` are claimed or dropped (entries gone from the stream
+    are dropped) or 10 * `count` were looked at. Returns (next cursor or 0, claimed
+    IDs, dropped IDs)."""
+    walk = iter(group.pel.irange(minimum=start))
+    claimed: list[int] = []
+    deleted: list[int] = []
+    attempts = count * 10
+    while attempts and count:
+        attempts -= 1
+        sid = next(walk, None)
+        if sid is None:
+            break
+        if stream.offset_of(sid) is None:
+            deleted.append(sid)
+            count -= 1
+            continue
+        if min_idle_ms and now - group.pel[sid].delivery_ms < min_idle_ms:
+            continue
+        claimed.append(sid)
+        count -= 1
+    cursor = next(walk, None) or 0
+    if claimed or deleted:
+        opts = ClaimOptions(delivery_ms=now, justid=justid)
+        _commit_claim(stream, group, consumer, now, opts, claimed, deleted)
+    return cursor, claimed, deleted
