@@ -9,10 +9,11 @@ frames_end compares header and payload bytes in place instead of building frames
 from cpython.bytes cimport PyBytes_AS_STRING, PyBytes_GET_SIZE
 from libc.string cimport memcmp
 
-from narad.resp._hiredis_parser import BIG_COUNT_DIGITS as _DIGITS
-
 cdef bytes NULL_ARRAY = b"*-1\r\n"
-cdef Py_ssize_t BIG_COUNT_DIGITS = _DIGITS
+# Must equal narad.resp._hiredis_parser.BIG_COUNT_DIGITS (tests/resp checks).
+# Not imported from there: that module imports this one.
+DIGITS = 6
+cdef Py_ssize_t BIG_COUNT_DIGITS = DIGITS
 
 
 cdef inline Py_ssize_t digits(Py_ssize_t value) noexcept nogil:
@@ -28,7 +29,7 @@ cdef Py_ssize_t after_head(const char* data, Py_ssize_t size, Py_ssize_t at,
     """Index after `<marker><value>\\r\\n` at data[at] (value has `width` digits), or -1."""
     cdef Py_ssize_t end = at + width + 3
     cdef Py_ssize_t i = at + width
-    if end > size:
+    if end > size or data[at] != marker:
         return -1
     while i > at:
         if data[i] != 48 + value % 10:

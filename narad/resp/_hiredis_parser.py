@@ -15,23 +15,25 @@ has one spelling per value). If buf holds exactly those frames, one after the
 other, Redis reads the same commands from the same bytes, whatever hiredis did,
 and the run ends at a known offset. Frames are built by hiredis.pack_command and
 compared with bytes.startswith, all through C-level map/accumulate, so no Python
-code runs per argument; the compiled twin `narad._speedups._resp.frames_end`
+code runs per argument; the compiled twin `narad._speedups.resp.frames_end`
 does the same comparison without building frames. If the frames do not match
 (odd bytes after a payload, which Redis skips unread, or any refusal), the
 commands before the first mismatch are taken and the reference machine reads
 the next command, which yields Redis's exact error text when the bytes are bad.
 
-Bounds: hiredis is fed SLICE_BYTES at a time (it compacts its buffer per reply,
-so one big feed costs quadratic time), runs are proved every RUN_BYTES, and a
-run gives up on a command once HIREDIS_PENDING_MAX bytes have gone by without
-one completing: big commands are
-left to the reference machine, which streams big bulks without copying, so
-hiredis never holds more than about that much of a partial command. hiredis
-allocates a declared array length up front and touches all of it when freeing
-it, so counts of BIG_COUNT_DIGITS digits or more are found first and left to the
-reference machine. After a refused run the next PURE_STEPS_AFTER_REFUSAL
-commands take the reference path, so bad input cannot make hiredis re-read the
-same slice for every command.
+Bounds:
+- hiredis is fed SLICE_BYTES at a time (it compacts its buffer after each
+  reply, so one big feed costs quadratic time), and runs are proved every
+  RUN_BYTES.
+- A run gives up on a command once HIREDIS_PENDING_MAX bytes have gone by
+  without one completing: big commands are left to the reference machine, which
+  streams big bulks without copying, so hiredis never holds more than about that
+  much of a partial command.
+- hiredis allocates an array of a declared count at once and touches every slot
+  when freeing it, so `big_count_at` finds counts of BIG_COUNT_DIGITS digits or
+  more before hiredis sees them, and they are left to the reference machine.
+- After a refused run the next PURE_STEPS_AFTER_REFUSAL commands take the
+  reference path, so bad input cannot make hiredis re-read a slice per command.
 """
 
 from __future__ import annotations

@@ -12,10 +12,10 @@ The contract is in `narad.resp.parser`. State, between calls:
     _args            arguments read so far of the unfinished multibulk command
     _args_left       arguments still expected; 0 between commands
     _bulk_len        length of the bulk whose $ line was read, -1 if none
-    _big, _big_missing  a bulk of BIG_BULK_LEN or more whose payload has not all
-                     arrived: its pieces, kept as views of the fed bytes (no copy
-                     until the final join), and how many bytes are still missing.
-                     While bytes are missing, feed() routes data straight here.
+    _big, _big_missing  a bulk of BIG_BULK_LEN or more whose frame has not all
+                     arrived: its payload's pieces, kept as views of the fed bytes
+                     (no copy until the final join), and how many payload bytes
+                     are still missing. While some are, feed() routes data here.
     _base            stream offset of _buf[0]; _command_start the stream offset
                      of the unfinished command, so held bytes = _fed_bytes -
                      _command_start whatever the parse progress.
@@ -124,23 +124,23 @@ class PurePythonRequestParser:
         from its first byte, and everything after it. Bounded by max_query_buffer."""
         return self._fed_bytes - self._command_start
 
-    def feed(self, data: bytes) -> None:
-        """Buffer `data` (any bytes-like object; it is copied unless it is bytes).
+    def feed(self, data: bytes | bytearray | memoryview) -> None:
+        """Buffer `data`; anything but bytes is copied, bytes is kept as is.
 
         Raises QueryBufferLimit, storing nothing, when held_bytes would exceed
-        max_query_buffer; raises the stored error after a failure."""
+        max_query_buffer. After a failure, data is dropped: the connection is
+        closing, and Redis too ignores what a client sends after bad bytes."""
         if self._failure is not None:
-            raise self._failure
-        if type(data) is not bytes:
-            data = bytes(data)
-        held = self.held_bytes + len(data)
+            return
+        chunk = data if type(data) is bytes else bytes(data)
+        held = self.held_bytes + len(chunk)
         if held > self.max_query_buffer:
             raise self._fail(QueryBufferLimit(held, self.max_query_buffer))
-        self._fed_bytes += len(data)
-        if self._big_missing and data:
-            data = self._route_to_big(data)
-        if data:
-            self._fed.append(data)
+        self._fed_bytes += len(chunk)
+        if self._big_missing and chunk:
+            chunk = self._route_to_big(chunk)
+        if chunk:
+            self._fed.append(chunk)
 
     def commands(self) -> list[list[bytes]]:
         """Every command complete so far, in order, each a non-empty list of
@@ -260,14 +260,14 @@ class PurePythonRequestParser:
             return self._finish_big()
         if self._bulk_len < 0 and not self._read_bulk_length():
             return None
-        buf, start, length = self._buf, self._pos, self._bulk_len
-        stop = start + length
+        buf, start = self._buf, self._pos
+        stop = start + self._bulk_len
         if stop + 2 <= len(buf):
             self._pos = stop + 2
             self._bulk_len = -1
             return buf[start:stop]
-        if length >= BIG_BULK_LEN and len(buf) < stop:
-            self._start_big(stop - len(buf))
+        if self._bulk_len >= BIG_BULK_LEN:
+            self._start_big(stop)
         return None
 
     def _read_bulk_length(self) -> bool:
@@ -289,13 +289,15 @@ class PurePythonRequestParser:
         self._bulk_len = length
         return True
 
-    def _start_big(self, missing: int) -> None:
-        """Keep the payload that has arrived as a view and let feed() route the
-        rest; the payload is copied once, by the final join."""
-        self._big = [memoryview(self._buf)[self._pos :]]
-        self._big_missing = missing
-        self._base += len(self._buf)
-        self._buf, self._pos = b"", 0
+    def _start_big(self, stop: int) -> None:
+        """Keep what has arrived of the payload _buf[_pos:stop] as a view and let
+        feed() route the rest, so the payload is copied once, by the final join."""
+        buf = self._buf
+        arrived = min(stop, len(buf))
+        self._big = [memoryview(buf)[self._pos : arrived]]
+        self._big_missing = stop - arrived
+        self._base += arrived
+        self._buf, self._pos = buf[arrived:], 0  # at most one byte of the CR LF
 
     def _finish_big(self) -> bytes | None:
         assert self._big is not None

@@ -14,6 +14,7 @@ types (IntEnum, a str subclass) take a slower isinstance walk.
 from __future__ import annotations
 
 from collections.abc import Callable, Iterable, Mapping, Sequence, Set
+from itertools import chain
 from typing import Any, Final
 
 from narad.resp.replies import (
@@ -105,6 +106,19 @@ def _put(buf: bytearray, value: Any, writers: dict[type, Writer]) -> None:
     writer(buf, value)
 
 
+def _put_all(buf: bytearray, items: Iterable[Any], writers: dict[type, Writer]) -> None:
+    """Append the frame of each item; bytes, the commonest item in arrays, is
+    written inline to save a dispatch per element."""
+    for item in items:
+        if type(item) is bytes:
+            length = len(item)
+            buf += _BULK_HEADS[length] if length < _CACHED else b"$%d\r\n" % length
+            buf += item
+            buf += _CRLF
+        else:
+            _put(buf, item, writers)
+
+
 def _writer_for_subclass(value: Any, writers: dict[type, Writer]) -> Writer:
     """The writer of the first plain type `value` is an instance of. The order
     matters: bool before int, str/bytes before Sequence."""
@@ -185,15 +199,12 @@ def _double2(buf: bytearray, value: float) -> None:
 
 def _array2(buf: bytearray, value: Sequence[Any] | Set[Any]) -> None:
     buf += _array_head(len(value))
-    for item in value:
-        _put(buf, item, _WRITERS2)
+    _put_all(buf, value, _WRITERS2)
 
 
 def _map2(buf: bytearray, value: Mapping[Any, Any]) -> None:
     buf += _array_head(2 * len(value))
-    for key, item in value.items():
-        _put(buf, key, _WRITERS2)
-        _put(buf, item, _WRITERS2)
+    _put_all(buf, chain.from_iterable(value.items()), _WRITERS2)
 
 
 def _push2(buf: bytearray, value: Push) -> None:
@@ -225,31 +236,24 @@ def _double3(buf: bytearray, value: float) -> None:
     buf += b",%b\r\n" % _double_text(value)
 
 
-def _aggregate3(buf: bytearray, marker: bytes, items: Iterable[Any], length: int) -> None:
-    buf += b"%b%d\r\n" % (marker, length)
-    for item in items:
-        _put(buf, item, _WRITERS3)
-
-
 def _array3(buf: bytearray, value: Sequence[Any]) -> None:
     buf += _array_head(len(value))
-    for item in value:
-        _put(buf, item, _WRITERS3)
+    _put_all(buf, value, _WRITERS3)
 
 
 def _set3(buf: bytearray, value: Set[Any]) -> None:
-    _aggregate3(buf, b"~", value, len(value))
+    buf += b"~%d\r\n" % len(value)
+    _put_all(buf, value, _WRITERS3)
 
 
 def _map3(buf: bytearray, value: Mapping[Any, Any]) -> None:
     buf += b"%%%d\r\n" % len(value)
-    for key, item in value.items():
-        _put(buf, key, _WRITERS3)
-        _put(buf, item, _WRITERS3)
+    _put_all(buf, chain.from_iterable(value.items()), _WRITERS3)
 
 
 def _push3(buf: bytearray, value: Push) -> None:
-    _aggregate3(buf, b">", value.items, len(value.items))
+    buf += b">%d\r\n" % len(value.items)
+    _put_all(buf, value.items, _WRITERS3)
 
 
 def _verbatim3(buf: bytearray, value: Verbatim) -> None:

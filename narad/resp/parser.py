@@ -5,7 +5,8 @@ never: do I/O or interpret arguments (each command parses its own).
 
 Contract, shared by both implementations (tests/resp runs every test on both):
 
-- `feed(data)` buffers bytes; it never parses and never raises ProtocolError.
+- `feed(data)` buffers bytes and never parses; it raises only
+  QueryBufferLimit, and drops data after a failure (the connection is closing).
 - `commands()` returns every command completed so far, in order, each a
   non-empty `list[bytes]`, and keeps partial input buffered. "Need more data" is
   an empty list, not an exception. Commands Redis skips (a blank inline line,
@@ -28,12 +29,14 @@ Contract, shared by both implementations (tests/resp runs every test on both):
   query buffer and could hold more.
 - `authenticated = False` applies Redis's pre-AUTH limits (10 arguments, 16 KiB
   bulks) and makes `commands()` return at most one command per call.
-- Results do not depend on how the input is split across `feed` calls.
+- Commands and errors do not depend on how the input is split across `feed`
+  calls (QueryBufferLimit does: it depends on how much is fed between drains).
 
-Differences from Redis 7.0, all in Narad's favour of bounds: a command with more
-than max_multibulk_len (1 Mi) arguments is an invalid multibulk length (Redis
-allows INT_MAX); a * / $ / inline line longer than max_inline_len is too big even
-when its end arrived in the same read (Redis decides per 16 KiB read).
+Differences from Redis 7.0, both for tighter bounds: a command with more than
+max_multibulk_len (1 Mi) arguments is an invalid multibulk length (Redis allows
+INT_MAX); a * / $ / inline line longer than max_inline_len is too big even when
+its end arrived in the same read (Redis decides per 16 KiB read, so it accepts
+some lines a little longer).
 
 `RequestParser` is HiredisRequestParser unless NARAD_PURE=1 or hiredis is missing.
 """

@@ -3,6 +3,8 @@ compiled twins) agreeing on every input."""
 
 from __future__ import annotations
 
+import os
+from itertools import pairwise
 from typing import Any
 
 import hiredis
@@ -11,8 +13,12 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from narad._speedups import load
-from narad.resp import HiredisRequestParser, PurePythonRequestParser, encode_request
-from narad.resp import _hiredis_parser
+from narad.resp import (
+    HiredisRequestParser,
+    PurePythonRequestParser,
+    _hiredis_parser,
+    encode_request,
+)
 
 from ._support import PARSERS, Outcome, parser_classes, run
 
@@ -23,72 +29,24 @@ commands_st = st.lists(st.lists(st.binary(max_size=40), min_size=1, max_size=8),
 
 # Pieces that make RESP-like inputs: framing bytes, numbers, quotes, blanks,
 # reply type markers, whole frames, and random bytes.
+# fmt: off
 TOKENS = [
-    b"*",
-    b"$",
-    b"\r\n",
-    b"\r",
-    b"\n",
-    b"0",
-    b"1",
-    b"2",
-    b"4",
-    b"10",
-    b"-1",
-    b"-",
-    b"+",
-    b":",
-    b"=",
-    b"(",
-    b",",
-    b"#",
-    b"_",
-    b"%",
-    b"~",
-    b">",
-    b"|",
-    b"!",
-    b" ",
-    b"\t",
-    b"\x0b",
-    b'"',
-    b"'",
-    b"\\",
-    b"\\x4",
-    b"x",
-    b"\x00",
-    b"\xff",
-    b"PING",
-    b"*1\r\n",
-    b"*2\r\n",
-    b"$4\r\nPING\r\n",
-    b"$0\r\n\r\n",
-    b"*-1\r\n",
-    b"*0\r\n",
-    b"*1234567\r\n",
-    b"$12\r\n",
+    b"*", b"$", b"\r\n", b"\r", b"\n", b"0", b"1", b"2", b"4", b"10", b"-1", b"-", b"+",
+    b":", b"=", b"(", b",", b"#", b"_", b"%", b"~", b">", b"|", b"!", b" ", b"\t", b"\x0b",
+    b'"', b"'", b"\\", b"\\x4", b"x", b"\x00", b"\xff", b"PING", b"*1\r\n", b"*2\r\n",
+    b"$4\r\nPING\r\n", b"$0\r\n\r\n", b"*-1\r\n", b"*0\r\n", b"*1234567\r\n", b"$12\r\n",
 ]
+# fmt: on
 # Frames of every RESP type, well formed or nearly: what hiredis accepts and
 # Redis may not.
+# fmt: off
 ELEMENTS = [
-    b"+OK\r\n",
-    b":1\r\n",
-    b"=8\r\ntxt:PING\r\n",
-    b"(12\r\n",
-    b",1.5\r\n",
-    b"#t\r\n",
-    b"_\r\n",
-    b"-ERR x\r\n",
-    b"%1\r\n$1\r\na\r\n:2\r\n",
-    b"~1\r\n$1\r\na\r\n",
-    b">1\r\n$1\r\na\r\n",
-    b"*1\r\n$1\r\na\r\n",
-    b"$-1\r\n",
-    b"$4\r\nPINGXY",
-    b"$4\r\nPING\r",
-    b"$2\r\n\r\n\r\n",
-    b"$0\r\n\r\n",
+    b"+OK\r\n", b":1\r\n", b"=8\r\ntxt:PING\r\n", b"(12\r\n", b",1.5\r\n", b"#t\r\n",
+    b"_\r\n", b"-ERR x\r\n", b"%1\r\n$1\r\na\r\n:2\r\n", b"~1\r\n$1\r\na\r\n",
+    b">1\r\n$1\r\na\r\n", b"*1\r\n$1\r\na\r\n", b"$-1\r\n", b"$4\r\nPINGXY",
+    b"$4\r\nPING\r", b"$2\r\n\r\n\r\n", b"$0\r\n\r\n",
 ]
+# fmt: on
 # A bulk-shaped frame under any marker: "+1\r\n1\r\n" looks like "$1\r\n1\r\n" but
 # for one byte, and hiredis reads it as an array element.
 bulk_like_st = st.builds(
@@ -109,7 +67,7 @@ piece_st = st.one_of(
     array_st,
 )
 resp_like_st = st.lists(piece_st, max_size=30).map(b"".join)
-limits_st = st.one_of(
+limits_st: st.SearchStrategy[dict[str, int]] = st.one_of(
     st.just({}),
     st.fixed_dictionaries(
         {},
@@ -125,7 +83,7 @@ limits_st = st.one_of(
 
 def cut(data: bytes, points: list[int]) -> list[bytes]:
     edges = sorted({0, len(data), *(p % (len(data) + 1) for p in points)})
-    return [data[a:b] for a, b in zip(edges, edges[1:], strict=False)] or [data]
+    return [data[a:b] for a, b in pairwise(edges)] or [data]
 
 
 @parser_classes
@@ -142,7 +100,8 @@ def test_parse_of_encode_is_identity(
 @settings(max_examples=500, deadline=None)
 @given(data=st.binary(max_size=200))
 def test_random_bytes_parse_or_raise_protocol_error(parser_class: Parser, data: bytes) -> None:
-    """run() catches ProtocolError only when it says so; anything else escapes."""
+    """run() catches ProtocolError and QueryBufferLimit (impossible at the
+    default limits); any other exception escapes and fails the test."""
     outcome = run(parser_class, [data])
     assert not outcome.buffer_limit
 
@@ -229,9 +188,20 @@ def test_frames_end_proves_only_what_the_reference_reads(
 @given(data=resp_like_st, start=st.integers(0, 200), stop=st.integers(0, 200))
 def test_big_count_at_twin(data: bytes, start: int, stop: int) -> None:
     assert TWIN is not None
+    assert TWIN.DIGITS == _hiredis_parser.BIG_COUNT_DIGITS
     expected = _hiredis_parser.py_big_count_at(data, start, stop)
     assert TWIN.big_count_at(data, start, stop) == expected
 
 
 def test_hiredis_parser_is_tested() -> None:
     assert HiredisRequestParser in PARSERS
+
+
+def test_compiled_twin_is_built_when_required() -> None:
+    """CI sets NARAD_REQUIRE_SPEEDUPS=1 so that the compiled path is really tested."""
+    if os.environ.get("NARAD_REQUIRE_SPEEDUPS") != "1":
+        pytest.skip("NARAD_REQUIRE_SPEEDUPS is not set")
+    if os.environ.get("NARAD_PURE", "") not in ("", "0"):
+        assert _hiredis_parser.frames_end is _hiredis_parser.py_frames_end
+    else:
+        assert TWIN is not None and _hiredis_parser.frames_end is TWIN.frames_end
