@@ -17,6 +17,7 @@ from typing import TYPE_CHECKING
 
 import narad
 from narad.commands.connection import REDIS_VERSION
+from narad.commands.table import all_commands
 
 if TYPE_CHECKING:
     from narad.server import Server
@@ -212,13 +213,15 @@ def _keyspace(s: Server) -> Fields:
 
 def _commandstats(s: Server) -> Fields:
     out: Fields = []
-    for name, st in sorted(s.stats.commands.items()):
-        per = st.usec / st.calls if st.calls else 0.0
+    for cmd in sorted(all_commands(), key=lambda c: c.name):
+        if not (cmd.calls or cmd.rejected or cmd.failed):
+            continue
+        per = cmd.usec / cmd.calls if cmd.calls else 0.0
         out.append(
             (
-                f"cmdstat_{name}",
-                f"calls={st.calls},usec={st.usec},usec_per_call={per:.2f},"
-                f"rejected_calls={st.rejected},failed_calls={st.failed}",
+                f"cmdstat_{cmd.name}",
+                f"calls={cmd.calls},usec={cmd.usec},usec_per_call={per:.2f},"
+                f"rejected_calls={cmd.rejected},failed_calls={cmd.failed}",
             )
         )
     return out

@@ -25,10 +25,11 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from narad import errors
-from narad.commands.table import COMMANDS, Command
+from narad.commands.table import LOOKUP, Command, all_commands
 from narad.config import Config
 from narad.errors import CommandError
-from narad.log import LogFailed
+from narad.log import FsyncPolicy, LogFailed
+from narad.log.flusher import SyncPipeline
 from narad.resp import (
     ErrorReply,
     NullArray,
@@ -60,14 +61,6 @@ class Block:
 
 
 @dataclass
-class CommandStats:
-    calls: int = 0
-    usec: int = 0
-    rejected: int = 0
-    failed: int = 0
-
-
-@dataclass
 class Stats:
     started_s: float = field(default_factory=time.time)
     connections_received: int = 0
@@ -77,11 +70,12 @@ class Stats:
     net_input_bytes: int = 0
     net_output_bytes: int = 0
     errors: Counter[str] = field(default_factory=Counter)
-    commands: dict[str, CommandStats] = field(default_factory=dict)
 
     def reset(self) -> None:
         fresh = Stats(started_s=self.started_s)
         self.__dict__.update(fresh.__dict__)
+        for cmd in all_commands():
+            cmd.calls = cmd.usec = cmd.rejected = cmd.failed = 0
 
 
 @dataclass
@@ -114,6 +108,21 @@ class Server:
         self.shutdown_requested: asyncio.Event | None = None
         self.run_id = os.urandom(20).hex()
         self.tcp_port = 0
+        self.slowlog_threshold_us = int(config["slowlog-log-slower-than"])  # type: ignore[call-overload]
+        config.on_change("slowlog-log-slower-than", self._set_slowlog_threshold)
+        self.output_limit_bytes = 0
+        self._set_output_limit(config["client-output-buffer-limit"])
+        config.on_change("client-output-buffer-limit", self._set_output_limit)
+        # Under `fsync always`, fsyncs run on a thread and replies wait in _held,
+        # (ticket, [(client, bytes)]) in ticket order, until their ticket is durable.
+        self.pipeline: SyncPipeline | None = None
+        self._held: deque[tuple[int, list[tuple[Client, bytearray]]]] = deque()
+
+    def _set_output_limit(self, value: object) -> None:
+        self.output_limit_bytes = int(getattr(value, "normal_hard_bytes", 0))
+
+    def _set_slowlog_threshold(self, value: object) -> None:
+        self.slowlog_threshold_us = int(value)  # type: ignore[call-overload]
 
     # -- the commit barrier -------------------------------------------------------------
 
@@ -124,22 +133,59 @@ class Server:
             self.loop.call_soon(self._flush)
 
     def _flush(self) -> None:
+        """The end of an event-loop iteration: serve blocked clients, write every log
+        touched, and release the replies once what they depend on is committed."""
         self._flush_scheduled = False
         self.serve_signaled()
-        try:
-            self.store.commit()
-        except LogFailed as exc:
-            # The replies of this iteration must not claim what did not happen.
-            logger.error("commit failed: %s", exc)
-            self._fail_pending_replies(str(exc))
+        written, failed = self.store.group_commit.write_noted()
         writers, self._writers = self._writers, {}
+        pipeline = self.pipeline
+        if written:
+            self.store.last_commit_s = int(time.time())
+            if pipeline is not None:
+                if pipeline.in_flight or len(self.clients) > 1:
+                    pipeline.submit(written)
+                else:
+                    # One connection: nothing else can be served during the fsync,
+                    # and an fsync right here answers sooner than a thread hop.
+                    failed = self.store.group_commit.sync_logs(written) or failed
+        if failed is not None:
+            self._drop_replies(list(writers), str(failed))
+            return
+        if pipeline is not None and pipeline.in_flight:
+            held = []
+            for client in writers:
+                held.append((client, client.out))
+                client.out = bytearray()
+                client.held += 1
+            self._held.append((pipeline.issued, held))
+            return
         for client in writers:
             client.send()
+        self.store.remove_doomed()
 
-    def _fail_pending_replies(self, why: str) -> None:
-        for client in self._writers:
+    def _synced(self, ticket: int, failure: str | None) -> None:
+        """The fsync thread made everything up to `ticket` durable (or failed)."""
+        assert self.pipeline is not None
+        self.pipeline.done(ticket)
+        held = self._held
+        while held and held[0][0] <= ticket:
+            _, outputs = held.popleft()
+            for client, data in outputs:
+                client.held -= 1
+                if failure is None:
+                    client.write(data)
+            if failure is not None:
+                self._drop_replies([client for client, _ in outputs], failure)
+        self.store.remove_doomed()
+
+    def _drop_replies(self, clients: list[Client], why: str) -> None:
+        """A commit failed: the replies waiting on it must not claim success, so
+        their connections are closed without them (the log now refuses writes)."""
+        logger.error("commit failed, closing %d waiting clients: %s", len(clients), why)
+        for client in clients:
             client.out.clear()
-            encode_into(client.out, ErrorReply("IOERR", why), client.protocol)
+            client.close()
 
     def wants_send(self, client: Client) -> None:
         self._writers[client] = None
@@ -149,24 +195,47 @@ class Server:
 
     def execute(self, client: Client, argv: list[bytes]) -> None:
         """Run one command and encode its reply into the client's output buffer."""
+        cmd = LOOKUP.get(argv[0]) or LOOKUP.get(argv[0].lower())
+        argc = len(argv)
+        if (
+            cmd is not None
+            and cmd.handler is not None
+            and client.multi is None
+            and client.authenticated
+            and (argc == cmd.arity if cmd.arity >= 0 else argc >= -cmd.arity)
+        ):
+            try:
+                self.call(client, cmd, argv)
+            except CommandError as exc:
+                client.reply_error(exc)
+            return
+        self._execute_checked(client, argv, cmd)
+
+    def _execute_checked(self, client: Client, argv: list[bytes], cmd: Command | None) -> None:
+        """The general path: unknown commands, subcommands, checks, MULTI queueing."""
         name = argv[0].lower()
-        cmd = COMMANDS.get(name)
+        queueing = client.multi is not None and name not in MULTI_IMMEDIATE
         try:
             if cmd is None:
                 raise errors.unknown_command(argv[0], argv[1:])
             if cmd.subcommands and len(argv) >= 2:
                 cmd = cmd.subcommands.get(argv[1].lower().decode("utf-8", "replace"), cmd)
             self._check(client, cmd, argv)
-            if client.multi is not None and name not in MULTI_IMMEDIATE:
-                client.multi.append(argv)
-                client.reply(QUEUED)
-                return
-            self.call(client, cmd, argv)
         except CommandError as exc:
-            if client.multi is not None and name not in MULTI_IMMEDIATE:
+            if queueing:
                 client.multi_failed = True
             if cmd is not None:
-                self._command_stats(cmd.name).rejected += 1
+                cmd.rejected += 1
+            client.reply_error(exc)
+            return
+        if queueing:
+            assert client.multi is not None
+            client.multi.append(argv)
+            client.reply(QUEUED)
+            return
+        try:
+            self.call(client, cmd, argv)
+        except CommandError as exc:
             client.reply_error(exc)
 
     def _check(self, client: Client, cmd: Command, argv: list[bytes]) -> None:
@@ -184,33 +253,29 @@ class Server:
         assert cmd.handler is not None
         if self.monitors:
             self._feed_monitors(client, argv)
-        stats = self._command_stats(cmd.name)
         start = time.perf_counter_ns()
         try:
             reply = cmd.handler(client, argv)
         except CommandError:
-            stats.failed += 1
+            cmd.failed += 1
             raise
+        except LogFailed as exc:
+            cmd.failed += 1
+            raise CommandError(str(exc), "IOERR") from None
         finally:
             usec = (time.perf_counter_ns() - start) // 1000
-            stats.calls += 1
-            stats.usec += usec
+            cmd.calls += 1
+            cmd.usec += usec
             self.stats.commands_processed += 1
-            if usec >= self.config["slowlog-log-slower-than"] >= 0:  # type: ignore[operator]
+            if usec >= self.slowlog_threshold_us >= 0:
                 self._slowlog_add(client, argv, usec)
-        if isinstance(reply, Block):
+        if reply.__class__ is Block:
             client.block(reply)
         elif client.in_exec:
             return reply
         else:
             client.reply(reply)
         return None
-
-    def _command_stats(self, name: str) -> CommandStats:
-        stats = self.stats.commands.get(name)
-        if stats is None:
-            stats = self.stats.commands[name] = CommandStats()
-        return stats
 
     def _slowlog_add(self, client: Client, argv: list[bytes], usec: int) -> None:
         shown = [a if len(a) <= 128 else a[:128] + b"... (%d more bytes)" % (len(a) - 128) for a in argv[:32]]
@@ -240,6 +305,14 @@ class Server:
         """A command wrote `key`: transactions watching it will abort."""
         for client in self.watchers.get((db, key), ()):
             client.watch_dirty = True
+
+    def key_written(self, db: int, key: bytes) -> None:
+        """A command wrote `key`: WATCHers abort, blocked readers get another look."""
+        if self.watchers:
+            self.key_touched(db, key)
+        if self.waiters and (db, key) in self.waiters:
+            self.signaled.add((db, key))
+            self.schedule_flush()
 
     def touch_db(self, db: int) -> None:
         for (wdb, _), clients in self.watchers.items():
@@ -296,6 +369,8 @@ class Server:
         self.loop = asyncio.get_running_loop()
         self.shutdown_requested = asyncio.Event()
         self.store.open(self)
+        if self.store.policy is FsyncPolicy.ALWAYS:
+            self.pipeline = SyncPipeline(self.loop, self._synced, self.store.group_commit.stats)
         servers = []
         port = int(self.config["port"])  # type: ignore[call-overload]
         for host in str(self.config["bind"]).split():
@@ -321,6 +396,10 @@ class Server:
             for srv in servers:
                 srv.close()
             self._flush()
+            while self.pipeline is not None and self.pipeline.in_flight:
+                await asyncio.sleep(0.001)  # let the last replies go out once durable
+            if self.pipeline is not None:
+                self.pipeline.close()
             for client in list(self.clients.values()):
                 client.close()
             self.store.close()
@@ -367,7 +446,8 @@ class Client(asyncio.Protocol):
             max_query_buffer=int(config["client-query-buffer-limit"]),  # type: ignore[call-overload]
         )
         self.queue: deque[list[bytes]] = deque()  # parsed commands not yet run
-        self.out = bytearray()
+        self.out = bytearray()  # replies not yet released by the commit barrier
+        self.held = 0  # released chunks still waiting for an fsync (narad/log/flusher.py)
         self.multi: list[list[bytes]] | None = None
         self.multi_failed = False
         self.in_exec = False
@@ -446,7 +526,8 @@ class Client(asyncio.Protocol):
             if not self.queue and (self.protocol_error is not None or not self._next_batch()):
                 break
             server.execute(self, self.queue.popleft())
-            self.skip_current, self.skip_next = self.skip_next, False
+            if self.skip_current or self.skip_next:
+                self.skip_current, self.skip_next = self.skip_next, False
         if self.protocol_error is not None and not self.queue and self.blocked is None:
             if not self.closing:
                 self.reply(ErrorReply("ERR", self.protocol_error))
@@ -470,11 +551,15 @@ class Client(asyncio.Protocol):
     def reply(self, value: Any) -> None:
         if self.reply_off or self.skip_current or value is NO_REPLY:
             return
-        if value is QUEUED:
-            self.out += b"+QUEUED\r\n"
+        out = self.out
+        if not out:
+            self.server.wants_send(self)
+        if value.__class__ is bytes:  # the most common reply: a bulk string
+            out += b"$%d\r\n%b\r\n" % (len(value), value)
+        elif value is QUEUED:
+            out += b"+QUEUED\r\n"
         else:
-            encode_into(self.out, value, self.protocol)
-        self.server.wants_send(self)
+            encode_into(out, value, self.protocol)
 
     def reply_error(self, exc: CommandError) -> None:
         stats = self.server.stats
@@ -484,24 +569,29 @@ class Client(asyncio.Protocol):
 
     def push(self, value: Any) -> None:
         """Out-of-band data (push frames, MONITOR lines): never suppressed."""
+        if not self.out:
+            self.server.wants_send(self)
         encode_into(self.out, value, self.protocol)
-        self.server.wants_send(self)
 
     def send(self) -> None:
-        if not self.out or self.transport is None or self.transport.is_closing():
-            self.out.clear()
-            return
+        """Hand the output buffer to the socket (after the commit barrier)."""
         data, self.out = self.out, bytearray()
-        self.server.stats.net_output_bytes += len(data)
-        self.transport.write(data)
-        limit = self.server.config["client-output-buffer-limit"]
-        hard = getattr(limit, "normal_hard_bytes", 0)
-        if hard and self.transport.get_write_buffer_size() > hard:
-            logger.warning("closing client %s: output buffer limit reached", self.addr)
-            self.transport.abort()
+        self.write(data)
+
+    def write(self, data: bytes | bytearray) -> None:
+        transport = self.transport
+        if transport is None or transport.is_closing():
             return
-        if self.closing:
-            self.transport.close()
+        if data:
+            self.server.stats.net_output_bytes += len(data)
+            transport.write(data)
+            hard = self.server.output_limit_bytes
+            if hard and transport.get_write_buffer_size() > hard:
+                logger.warning("closing client %s: output buffer limit reached", self.addr)
+                transport.abort()
+                return
+        if self.closing and not self.held and not self.out:
+            transport.close()
 
     def close_after_reply(self) -> None:
         self.closing = True

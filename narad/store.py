@@ -142,7 +142,7 @@ class Store:
             self.root / "streams" / str(uid),
             self._log_config(),
             self._log_config(STATE_SEGMENT_BYTES),
-            self.note,
+            self.group_commit.note,
         )
         stream.node_entries = int(self.config["stream-node-max-entries"]) or 100  # type: ignore[call-overload]
         return stream
@@ -223,16 +223,24 @@ class Store:
         self.group_commit.note(log)
 
     def commit(self) -> None:
-        """The group commit of everything written since the last one (see server.py),
-        then the deferred work that needs it: removing deleted streams' folders."""
+        """Write and fsync everything noted since the last commit, inline (SAVE,
+        shutdown; the server's event loop uses the pipelined path instead)."""
         if self.group_commit.pending:
             self.group_commit.commit()
             self.last_commit_s = int(time.time())
-        if self._doomed:
-            doomed, self._doomed = self._doomed, []
-            for stream in doomed:
-                stream.close()
-                shutil.rmtree(stream.folder, ignore_errors=True)
+        self.remove_doomed()
+
+    def remove_doomed(self) -> None:
+        """Remove deleted streams' folders, once their delete ops are durable."""
+        if not self._doomed:
+            return
+        assert self.meta is not None
+        self.meta.write()
+        self.meta.sync()  # usually already durable: then no fsync is issued
+        doomed, self._doomed = self._doomed, []
+        for stream in doomed:
+            stream.close()
+            shutil.rmtree(stream.folder, ignore_errors=True)
 
     def compact(self) -> None:
         """Snapshot state logs that grew past their bound (called between commits)."""

@@ -37,8 +37,7 @@ def get_stream(client: Client, key: bytes) -> Stream | None:
 
 def written(client: Client, key: bytes) -> None:
     """After a write to `key`: WATCH and blocked readers learn of it."""
-    client.server.store.touch(client.db, key)
-    client.server.signal_key(client.db, key)
+    client.server.key_written(client.db, key)
 
 
 # -- XADD / XTRIM ------------------------------------------------------------------------
@@ -111,7 +110,21 @@ def parse_trim_args(client: Client, args: list[bytes], xadd: bool) -> tuple[Trim
          complexity="O(1) when adding a new entry, O(N) when trimming")
 def xadd(client: Client, args: list[bytes]) -> Any:
     """Appends a new message to a stream. Creates the key if it doesn't exist."""
-    opts, idpos = parse_trim_args(client, args, xadd=True)
+    if args[2] == b"*" and len(args) & 1:
+        # The hot path, `XADD key * field value ...` on an existing stream: the same
+        # steps as below with every option absent.
+        stream = client.server.store.dbs[client.db].get(args[1])
+        if stream is not None and stream.last_id != ids.ID_MAX:
+            last = stream.last_id
+            ms = time.time_ns() // 1_000_000
+            sid = ms << 64 if ms > last >> 64 else last + 1
+            stream.add(sid, args[3:])
+            client.server.key_written(client.db, args[1])
+            return b"%d-%d" % (ms if ms > last >> 64 else sid >> 64, sid & ids.SEQ_MASK)
+    if args[2] == b"*":
+        opts, idpos = NO_TRIM, 2
+    else:
+        opts, idpos = parse_trim_args(client, args, xadd=True)
     fields = args[idpos + 1 :]
     if idpos >= len(args) or len(fields) < 2 or len(fields) % 2:
         raise wrong_arity("xadd")
@@ -145,11 +158,13 @@ def xadd(client: Client, args: list[bytes]) -> Any:
     return ids.fmt(sid)
 
 
+NO_TRIM = TrimArgs()
+
+
 def _new_id(last: int, explicit: int | None, seq_given: bool) -> int | None:
     if explicit is None:
-        ms = now_ms()
-        last_ms, _ = ids.split(last)
-        return ids.make(ms, 0) if ms > last_ms else ids.next_after(last)
+        ms = time.time_ns() // 1_000_000
+        return ms << 64 if ms > last >> 64 else ids.next_after(last)
     if seq_given:
         return explicit
     ms, _ = ids.split(explicit)

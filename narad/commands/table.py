@@ -34,6 +34,11 @@ class Command:
     complexity: str = ""
     categories: tuple[str, ...] = ()
     subcommands: dict[str, Command] = field(default_factory=dict)
+    # Counters for INFO commandstats, as Redis keeps them in its command table.
+    calls: int = 0
+    usec: int = 0
+    rejected: int = 0  # refused before running (arity, auth, unknown subcommand, ...)
+    failed: int = 0  # ran and answered an error
 
     def check_arity(self, argc: int) -> bool:
         return argc == self.arity if self.arity >= 0 else argc >= -self.arity
@@ -47,6 +52,7 @@ class Command:
 
 
 COMMANDS: dict[bytes, Command] = {}  # lower-case name -> command
+LOOKUP: dict[bytes, Command] = {}  # lower- and upper-case name -> command (the hot path)
 
 
 def command(
@@ -81,6 +87,7 @@ def command(
             if existing is not None:  # a container registered first by its subcommands
                 cmd.subcommands = existing.subcommands
             COMMANDS[name.encode()] = cmd
+            LOOKUP[name.encode()] = LOOKUP[name.upper().encode()] = cmd
         else:
             container = COMMANDS.setdefault(
                 parent.encode(),
@@ -98,6 +105,7 @@ def container(name: str, group: str, summary: str, since: str = "1.0.0") -> None
         name.encode(), Command(name, None, -2, frozenset(), (0, 0, 0), group, summary)
     )
     cmd.summary, cmd.since, cmd.group = summary, since, group
+    LOOKUP[name.encode()] = LOOKUP[name.upper().encode()] = cmd
 
 
 def _categories(flags: str, group: str) -> tuple[str, ...]:
@@ -174,4 +182,7 @@ def docs_reply(cmd: Command) -> dict[str, Any]:
 
 
 def all_commands() -> Iterable[Command]:
-    return COMMANDS.values()
+    """Every command and subcommand."""
+    for cmd in COMMANDS.values():
+        yield cmd
+        yield from cmd.subcommands.values()

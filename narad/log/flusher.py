@@ -18,7 +18,9 @@ from __future__ import annotations
 
 import asyncio
 import logging
+import queue
 import threading
+from collections.abc import Callable
 from dataclasses import dataclass
 
 from narad.log.log import FsyncPolicy, Log, LogFailed
@@ -64,6 +66,17 @@ class GroupCommit:
         so one broken log does not hold back the rest.
         """
         logs = list(self._dirty)
+        written, failed = self.write_noted()
+        failed = self._make_durable(written) or failed
+        if failed is not None:
+            raise failed
+        return logs
+
+    def write_noted(self) -> tuple[list[Log], LogFailed | None]:
+        """The first half of a commit: one write per noted log. Returns the logs
+        written and the first failure. Under `always` the caller must still make
+        them durable (`commit` does so inline, SyncPipeline on its thread)."""
+        logs = list(self._dirty)
         self._dirty.clear()
         failed: LogFailed | None = None
         written: list[Log] = []
@@ -78,16 +91,16 @@ class GroupCommit:
             written.append(log)
         if written:
             self.stats.commits += 1
-        failed = self._make_durable(written) or failed
-        if failed is not None:
-            raise failed
-        return logs
-
-    def _make_durable(self, logs: list[Log]) -> LogFailed | None:
         if self.policy is FsyncPolicy.EVERYSEC:
             with self._unsynced_lock:
-                self._unsynced.update(logs)
-            return None
+                self._unsynced.update(written)
+        return written, failed
+
+    def sync_logs(self, logs: list[Log]) -> LogFailed | None:
+        """The second half of an inline commit under `always`: fsync `logs`."""
+        return self._make_durable(logs)
+
+    def _make_durable(self, logs: list[Log]) -> LogFailed | None:
         if self.policy is not FsyncPolicy.ALWAYS:
             return None
         failed: LogFailed | None = None
@@ -140,3 +153,82 @@ class GroupCommit:
             self._thread.join()
             self._thread = None
             self.sync_written()
+
+
+class SyncPipeline:
+    """Fsyncs written logs on a thread while the event loop goes on (`fsync always`).
+
+    The loop thread writes a batch (GroupCommit.write_noted), then `submit`s the logs
+    and gets a ticket; tickets are increasing. The thread fsyncs, coalescing every
+    batch queued meanwhile into one fsync per log, then calls `on_done(ticket,
+    failure)` on the loop thread: every log of that ticket and of every earlier one
+    is durable, or `failure` says why not. So the loop keeps parsing and running
+    commands during an fsync, and each fsync carries more records.
+
+    Owned by the loop thread, except `_run`, which is the thread.
+    """
+
+    def __init__(
+        self,
+        loop: asyncio.AbstractEventLoop,
+        on_done: Callable[[int, str | None], None],
+        stats: CommitStats,
+    ) -> None:
+        self._loop = loop
+        self._on_done = on_done
+        self._stats = stats
+        self._queue: queue.SimpleQueue[tuple[int, list[Log]] | None] = queue.SimpleQueue()
+        self.issued = 0  # the last ticket handed out
+        self.completed = 0  # the last ticket reported done (loop thread's view)
+        self._thread = threading.Thread(target=self._run, name="narad-fsync", daemon=True)
+        self._thread.start()
+
+    @property
+    def in_flight(self) -> bool:
+        return self.completed < self.issued
+
+    def submit(self, logs: list[Log]) -> int:
+        self.issued += 1
+        self._queue.put((self.issued, logs))
+        return self.issued
+
+    def done(self, ticket: int) -> None:
+        """Called by the owner's on_done: the loop thread's record of progress."""
+        self.completed = max(self.completed, ticket)
+
+    def _run(self) -> None:
+        stopping = False
+        while not stopping:
+            item = self._queue.get()
+            if item is None:
+                return
+            ticket, logs = item
+            batch = dict.fromkeys(logs)
+            while True:  # coalesce what queued up during the last fsync
+                try:
+                    more = self._queue.get_nowait()
+                except queue.Empty:
+                    break
+                if more is None:
+                    stopping = True
+                    break
+                ticket = more[0]
+                batch.update(dict.fromkeys(more[1]))
+            failure = self._sync(batch)
+            self._loop.call_soon_threadsafe(self._on_done, ticket, failure)
+
+    def _sync(self, logs: dict[Log, None]) -> str | None:
+        failure = None
+        for log in logs:
+            try:
+                if log.sync():
+                    self._stats.fsyncs += 1
+            except LogFailed as exc:
+                failure = failure or str(exc)
+        return failure
+
+    def close(self) -> None:
+        """Finish what was submitted and stop the thread (its last reports may not
+        be delivered if the loop is no longer running)."""
+        self._queue.put(None)
+        self._thread.join()

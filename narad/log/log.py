@@ -33,7 +33,7 @@ from pathlib import Path
 from narad.log import checkpoint, format
 from narad.log.checkpoint import fsync_dir
 from narad.log.format import SCAN_BAD, SCAN_OK, Record
-from narad.log.index import SparseIndex
+from narad.log.index import INTERVAL_BYTES, SparseIndex
 from narad.log.segment import CorruptSegment, Segment, StaleIndex, parse_segment_name
 
 logger = logging.getLogger("narad.log")
@@ -336,36 +336,48 @@ class Log:
         timestamp_ms: int | None = None,
         epoch: int | None = None,
     ) -> int:
-        """Buffer one record and return its offset. It is not yet appended: see `write`."""
+        """Buffer one record and return its offset. It is not yet appended: see `write`.
+
+        The hot path of every produce: keep it free of needless calls.
+        """
         if self.failure is not None:
             raise LogFailed(self.failure)
-        if (id_ms, id_seq) < self.last_id:
+        key = (id_ms, id_seq)
+        if key < self.last_id:
             raise ValueError(f"stream ID {id_ms}-{id_seq} is below the log's last {self.last_id}")
-        if epoch is not None and epoch != self.epoch:
+        if epoch is not None and epoch != self._epoch:
             self.begin_epoch(epoch)
         ts = self.clock() if timestamp_ms is None else timestamp_ms
         if ts < self.last_timestamp_ms:
             ts = self.last_timestamp_ms
         pending = self._pending
         seg = self.segments[-1]
+        position = seg.size + len(pending)
         if seg.next_offset != seg.base_offset and self._roll_due(
-            seg, len(pending) + format.HEADER_BYTES + len(payload), ts
+            seg, position + format.HEADER_BYTES + len(payload), ts
         ):
             self.roll()
             seg, pending = self.segments[-1], self._pending
+            position = 0
         offset = self._pending_offset + self._pending_records
-        position = seg.size + len(pending)
         format.encode_into(pending, offset, ts, self._epoch, flags, id_ms, id_seq, payload)
         self._pending_records += 1
-        seg.note_record(offset, position, id_ms, id_seq, ts)
-        self.last_id = (id_ms, id_seq)
+        # Segment bookkeeping (Segment.note_record, inlined; the active segment's last
+        # ID and timestamp are the log's, copied to it when it is sealed).
+        index = seg.index
+        if index.last_position < 0 or position - index.last_position >= INTERVAL_BYTES:
+            index.add(offset, position, id_ms, id_seq)
+        if seg.next_offset == seg.base_offset:
+            seg.first_timestamp_ms = ts
+        seg.next_offset = offset + 1
+        self.last_id = key
         self.last_timestamp_ms = ts
         return offset
 
-    def _roll_due(self, seg: Segment, adding_bytes: int, ts: int) -> bool:
-        """Whether a non-empty active segment must be sealed before `adding_bytes`
-        more (buffered records included) with timestamp `ts`."""
-        if seg.size + adding_bytes > self.config.segment_bytes:
+    def _roll_due(self, seg: Segment, size_after: int, ts: int) -> bool:
+        """Whether a non-empty active segment must be sealed rather than grow to
+        `size_after` bytes with a record of timestamp `ts`."""
+        if size_after > self.config.segment_bytes:
             return True
         age_max = self.config.segment_ms
         return bool(age_max) and ts - seg.first_timestamp_ms >= age_max
@@ -416,6 +428,7 @@ class Log:
         self.sync()
         with self._lock:
             old = self.active
+            old.last_id, old.last_timestamp_ms = self.last_id, self.last_timestamp_ms
             old.index.write_all(old.index_path)
             try:
                 self._add_segment(Segment(self.path, self.next_offset, create=True))

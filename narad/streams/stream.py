@@ -76,7 +76,9 @@ class Stream:
         self.max_deleted_id = 0
         self.groups: dict[bytes, Group] = {}
         self.node_entries = 100  # stream-node-max-entries, for `~` trimming
+        self.last_id = 0  # the stream's last ID: its last entry's, or XSETID's if higher
         self._replay()
+        self._note_last_id()
 
     # -- counters -----------------------------------------------------------------------
 
@@ -84,9 +86,8 @@ class Stream:
     def length(self) -> int:
         return self.data.next_offset - self.start - len(self.deleted)
 
-    @property
-    def last_id(self) -> int:
-        return max(self.top_id, ids.make(*self.data.last_id))
+    def _note_last_id(self) -> None:
+        self.last_id = max(self.top_id, ids.make(*self.data.last_id))
 
     @property
     def entries_added(self) -> int:
@@ -155,9 +156,10 @@ class Stream:
 
     def add(self, sid: int, fields: list[bytes]) -> int:
         """Append an entry (ID already validated as above the last ID); its offset."""
-        ms, seq = ids.split(sid)
-        offset = self.data.append(encode_fields(fields), ms, seq, FLAG_ENTRY)
-        self._note(self.data)
+        data = self.data
+        offset = data.append(encode_fields(fields), sid >> 64, sid & ids.SEQ_MASK, FLAG_ENTRY)
+        self._note(data)
+        self.last_id = sid
         return offset
 
     def _readable(self) -> None:
@@ -333,6 +335,7 @@ def _apply_setid(stream: Stream, op: list[Any]) -> None:
     stream.top_id = unpack_id(op[1])
     stream.entries_added_bias = op[2]
     stream.max_deleted_id = unpack_id(op[3])
+    stream._note_last_id()
 
 
 @op_handler("snap")
