@@ -54,33 +54,58 @@ class DurableRedis(RedisProcess):
         return redis_durable_command(self)
 
 
-def benchmark(port: int, clients: int, pipeline: int, requests: int, *command: str) -> dict[str, float]:
+def benchmark(
+    port: int, clients: int, pipeline: int, requests: int, *command: str
+) -> dict[str, float]:
     out = subprocess.run(
-        ["redis-benchmark", "-p", str(port), "-c", str(clients), "-n", str(requests),
-         "-P", str(pipeline), "--csv", *command],
-        capture_output=True, text=True, check=True,
+        [
+            "redis-benchmark",
+            "-p",
+            str(port),
+            "-c",
+            str(clients),
+            "-n",
+            str(requests),
+            "-P",
+            str(pipeline),
+            "--csv",
+            *command,
+        ],
+        capture_output=True,
+        text=True,
+        check=True,
     ).stdout
     rows = list(csv.DictReader(io.StringIO(out)))
     row = rows[-1]
     return {k: float(v) for k, v in row.items() if k != "test"}
 
 
-def xadd_figure(fsync: str, clients: int, pipeline: int, requests: int) -> tuple[float, float, dict, dict]:
+def xadd_figure(
+    fsync: str, clients: int, pipeline: int, requests: int
+) -> tuple[float, float, dict, dict]:
     with tempfile.TemporaryDirectory() as tmp:
         folder = Path(tmp)
         results = []
-        for server in (narad(folder, fsync), DurableRedis(folder / "redis", ["--appendfsync", fsync])):
+        for server in (
+            narad(folder, fsync),
+            DurableRedis(folder / "redis", ["--appendfsync", fsync]),
+        ):
             server.start()
             try:
-                results.append(benchmark(server.port, clients, pipeline, requests,
-                                         "XADD", "bench", "*", "f", VALUE))
+                results.append(
+                    benchmark(
+                        server.port, clients, pipeline, requests, "XADD", "bench", "*", "f", VALUE
+                    )
+                )
             finally:
                 server.stop()
         mine, theirs = results
         return mine["rps"], theirs["rps"], mine, theirs
 
 
-def _consumer(port: int, key: str, group: str, name: str, stop_at: float, out: multiprocessing.Queue) -> None:  # type: ignore[type-arg]
+def _consumer(
+    port: int, key: str, group: str, name: str, stop_at: float, out: multiprocessing.Queue
+) -> None:  # type: ignore[type-arg]
     client = redis.Redis(port=port)
     done = 0
     while time.monotonic() < stop_at:
@@ -97,7 +122,10 @@ def consume_figure(fsync: str, entries: int, consumers: int) -> tuple[float, flo
     rates = []
     with tempfile.TemporaryDirectory() as tmp:
         folder = Path(tmp)
-        for server in (narad(folder, fsync), DurableRedis(folder / "redis", ["--appendfsync", fsync])):
+        for server in (
+            narad(folder, fsync),
+            DurableRedis(folder / "redis", ["--appendfsync", fsync]),
+        ):
             server.start()
             try:
                 benchmark(server.port, 50, 64, entries, "XADD", "c", "*", "f", VALUE)
@@ -134,8 +162,10 @@ def memory_and_restart(entries: int) -> dict[str, float]:
     with tempfile.TemporaryDirectory() as tmp:
         folder = Path(tmp)
         figures: dict[str, float] = {}
-        for label, server in (("narad", narad(folder, "always")),
-                              ("redis", DurableRedis(folder / "redis", ["--appendfsync", "everysec"]))):
+        for label, server in (
+            ("narad", narad(folder, "always")),
+            ("redis", DurableRedis(folder / "redis", ["--appendfsync", "everysec"])),
+        ):
             server.start()
             assert server.proc is not None
             client = server.client()
@@ -172,25 +202,39 @@ def main() -> None:
     print("| figure | Narad | Redis | Narad / Redis | target |")
     print("|---|---|---|---|---|")
     if "xadd" in wanted:
-        for fsync, pipeline, target in (("always", 16, 1.0), ("always", 1, 0.8), ("everysec", 16, 0.8)):
+        for fsync, pipeline, target in (
+            ("always", 16, 1.0),
+            ("always", 1, 0.8),
+            ("everysec", 16, 0.8),
+        ):
             mine, theirs, _, _ = xadd_figure(fsync, 50, pipeline, n)
-            print(f"| XADD 50 clients P{pipeline}, fsync {fsync} (ops/s) | {mine:,.0f} | {theirs:,.0f} "
-                  f"| {mine / theirs:.2f} | >= {target} |")
+            print(
+                f"| XADD 50 clients P{pipeline}, fsync {fsync} (ops/s) | {mine:,.0f} | {theirs:,.0f} "
+                f"| {mine / theirs:.2f} | >= {target} |"
+            )
     if "latency" in wanted:
         _, _, mine, theirs = xadd_figure("always", 1, 1, n // 10)
-        print(f"| XADD 1 client P1 p50 latency (ms) | {mine['p50_latency_ms']:.3f} "
-              f"| {theirs['p50_latency_ms']:.3f} | {mine['p50_latency_ms'] / theirs['p50_latency_ms']:.2f} | <= 1.3 |")
+        print(
+            f"| XADD 1 client P1 p50 latency (ms) | {mine['p50_latency_ms']:.3f} "
+            f"| {theirs['p50_latency_ms']:.3f} | {mine['p50_latency_ms'] / theirs['p50_latency_ms']:.2f} | <= 1.3 |"
+        )
     if "consume" in wanted:
         mine, theirs = consume_figure("always", n, 4)
-        print(f"| XREADGROUP COUNT 100 + XACK, fsync always (msg/s) | {mine:,.0f} | {theirs:,.0f} "
-              f"| {mine / theirs:.2f} | >= 1.0 |")
+        print(
+            f"| XREADGROUP COUNT 100 + XACK, fsync always (msg/s) | {mine:,.0f} | {theirs:,.0f} "
+            f"| {mine / theirs:.2f} | >= 1.0 |"
+        )
     if "memory" in wanted:
         entries = 200_000 if args.quick else 1_000_000
         f = memory_and_restart(entries)
-        print(f"| memory per entry after {entries:,} XADD (bytes) | {f['narad_bytes_per_entry']:.1f} "
-              f"| {f['redis_bytes_per_entry']:.1f} | {f['narad_bytes_per_entry'] / f['redis_bytes_per_entry']:.2f} | <= 0.25 |")
-        print(f"| restart until PING with {entries:,} entries (s) | {f['narad_restart_s']:.2f} "
-              f"| {f['redis_restart_s']:.2f} | {f['narad_restart_s'] / f['redis_restart_s']:.2f} | <= 0.5 |")
+        print(
+            f"| memory per entry after {entries:,} XADD (bytes) | {f['narad_bytes_per_entry']:.1f} "
+            f"| {f['redis_bytes_per_entry']:.1f} | {f['narad_bytes_per_entry'] / f['redis_bytes_per_entry']:.2f} | <= 0.25 |"
+        )
+        print(
+            f"| restart until PING with {entries:,} entries (s) | {f['narad_restart_s']:.2f} "
+            f"| {f['redis_restart_s']:.2f} | {f['narad_restart_s'] / f['redis_restart_s']:.2f} | <= 0.5 |"
+        )
 
 
 if __name__ == "__main__":

@@ -31,9 +31,7 @@ def wrong_arity(name: str) -> CommandError:
 
 def unknown_command(name: bytes, args: list[bytes]) -> CommandError:
     shown = "".join(f"'{_clip(a)}' " for a in args[:16])
-    return CommandError(
-        f"unknown command '{_clip(name)}', with args beginning with: {shown}"
-    )
+    return CommandError(f"unknown command '{_clip(name)}', with args beginning with: {shown}")
 
 
 def unknown_subcommand(sub: bytes, command: str) -> CommandError:
@@ -53,9 +51,7 @@ TIMEOUT_NEGATIVE = "timeout is negative"
 INVALID_STREAM_ID = "Invalid stream ID specified as stream command argument"
 WRONGTYPE = CommandError("Operation against a key holding the wrong kind of value", "WRONGTYPE")
 NOAUTH = CommandError("Authentication required.", "NOAUTH")
-WRONGPASS = CommandError(
-    "invalid username-password pair or user is disabled.", "WRONGPASS"
-)
+WRONGPASS = CommandError("invalid username-password pair or user is disabled.", "WRONGPASS")
 NO_SUCH_KEY = "no such key"
 
 

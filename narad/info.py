@@ -23,8 +23,18 @@ if TYPE_CHECKING:
     from narad.server import Server
 
 DEFAULT_SECTIONS = (
-    "server", "clients", "memory", "persistence", "stats", "replication", "cpu",
-    "modules", "errorstats", "cluster", "keyspace", "narad",
+    "server",
+    "clients",
+    "memory",
+    "persistence",
+    "stats",
+    "replication",
+    "cpu",
+    "modules",
+    "errorstats",
+    "cluster",
+    "keyspace",
+    "narad",
 )
 ALL_SECTIONS = (*DEFAULT_SECTIONS, "commandstats", "latencystats")
 
@@ -92,7 +102,10 @@ def _clients(s: Server) -> Fields:
         ("client_recent_max_output_buffer", 0),
         ("blocked_clients", s.blocked_clients),
         ("tracking_clients", 0),
-        ("clients_in_timeout_table", sum(1 for c in s.clients.values() if c.blocked and c.blocked.timeout_ms)),
+        (
+            "clients_in_timeout_table",
+            sum(1 for c in s.clients.values() if c.blocked and c.blocked.timeout_ms),
+        ),
     ]
 
 
@@ -136,8 +149,7 @@ def _memory(s: Server) -> Fields:
 def _persistence(s: Server) -> Fields:
     policy = s.store.policy.value
     failed = any(
-        stream.data.failure or stream.state.failure
-        for db in s.store.dbs for stream in db.values()
+        stream.data.failure or stream.state.failure for db in s.store.dbs for stream in db.values()
     )
     return [
         ("loading", 0),
@@ -205,9 +217,7 @@ def _errorstats(s: Server) -> Fields:
 
 def _keyspace(s: Server) -> Fields:
     return [
-        (f"db{i}", f"keys={len(db)},expires=0,avg_ttl=0")
-        for i, db in enumerate(s.store.dbs)
-        if db
+        (f"db{i}", f"keys={len(db)},expires=0,avg_ttl=0") for i, db in enumerate(s.store.dbs) if db
     ]
 
 

@@ -10,7 +10,6 @@ import argparse
 import logging
 import sys
 from collections.abc import Sequence
-
 from typing import TYPE_CHECKING
 
 if TYPE_CHECKING:
@@ -18,8 +17,19 @@ if TYPE_CHECKING:
 
 # Command-line flags that map one-to-one to settings of the same name.
 FLAGS = (
-    "port", "bind", "dir", "fsync", "requirepass", "maxclients", "databases", "loglevel",
-    "logfile", "protected-mode", "segment-bytes", "retention-ms", "retention-bytes",
+    "port",
+    "bind",
+    "dir",
+    "fsync",
+    "requirepass",
+    "maxclients",
+    "databases",
+    "loglevel",
+    "logfile",
+    "protected-mode",
+    "segment-bytes",
+    "retention-ms",
+    "retention-bytes",
     "enable-debug-command",
 )
 LOG_LEVELS = {
@@ -33,7 +43,9 @@ LOG_LEVELS = {
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("config_file", nargs="?", help="a narad.conf (redis.conf syntax)")
-    parser.add_argument("--config", dest="config_flag", help="a narad.conf (same as the positional)")
+    parser.add_argument(
+        "--config", dest="config_flag", help="a narad.conf (same as the positional)"
+    )
     for flag in FLAGS:
         parser.add_argument(f"--{flag}", dest=flag.replace("-", "_"), metavar=flag.upper())
 

@@ -15,6 +15,7 @@ the data it reports or depends on is committed (docs/durability.md).
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import logging
 import os
 import signal
@@ -31,8 +32,8 @@ from narad.errors import CommandError
 from narad.log import FsyncPolicy, LogFailed
 from narad.log.flusher import SyncPipeline
 from narad.resp import (
+    NULL_ARRAY,
     ErrorReply,
-    NullArray,
     ProtocolError,
     QueryBufferLimit,
     RequestParser,
@@ -57,7 +58,7 @@ class Block:
     keys: list[tuple[int, bytes]]
     timeout_ms: int
     retry: Callable[[], Any]
-    timeout_reply: Any = NullArray()
+    timeout_reply: Any = NULL_ARRAY
 
 
 @dataclass
@@ -278,7 +279,10 @@ class Server:
         return None
 
     def _slowlog_add(self, client: Client, argv: list[bytes], usec: int) -> None:
-        shown = [a if len(a) <= 128 else a[:128] + b"... (%d more bytes)" % (len(a) - 128) for a in argv[:32]]
+        shown = [
+            a if len(a) <= 128 else a[:128] + b"... (%d more bytes)" % (len(a) - 128)
+            for a in argv[:32]
+        ]
         if len(argv) > 32:
             shown[-1] = b"... (%d more arguments)" % (len(argv) - 31)
         self.slowlog.appendleft(
@@ -342,10 +346,8 @@ class Server:
     def remove_waiter(self, client: Client, key: tuple[int, bytes]) -> None:
         queue = self.waiters.get(key)
         if queue is not None:
-            try:
+            with contextlib.suppress(ValueError):
                 queue.remove(client)
-            except ValueError:
-                pass
             if not queue:
                 del self.waiters[key]
 
@@ -396,8 +398,10 @@ class Server:
             for srv in servers:
                 srv.close()
             self._flush()
-            while self.pipeline is not None and self.pipeline.in_flight:
-                await asyncio.sleep(0.001)  # let the last replies go out once durable
+            for _ in range(10_000):  # let the last replies go out once durable
+                if self.pipeline is None or not self.pipeline.in_flight:
+                    break
+                await asyncio.sleep(0.001)
             if self.pipeline is not None:
                 self.pipeline.close()
             for client in list(self.clients.values()):
@@ -468,7 +472,8 @@ class Client(asyncio.Protocol):
     # -- asyncio.Protocol ---------------------------------------------------------------
 
     def connection_made(self, transport: asyncio.BaseTransport) -> None:
-        self.transport = transport  # type: ignore[assignment]
+        # A stream transport (uvloop's does not subclass asyncio.Transport).
+        self.transport = stream_transport = transport  # type: ignore[assignment]
         peer = transport.get_extra_info("peername")
         sock = transport.get_extra_info("sockname")
         self.addr = _format_addr(peer)
@@ -478,12 +483,12 @@ class Client(asyncio.Protocol):
         maxclients = int(server.config["maxclients"])  # type: ignore[call-overload]
         if len(server.clients) >= maxclients:
             server.stats.rejected_connections += 1
-            transport.write(b"-ERR max number of clients reached\r\n")
+            stream_transport.write(b"-ERR max number of clients reached\r\n")  # type: ignore[attr-defined]
             transport.close()
             return
         if self._refused_by_protected_mode(peer):
             server.stats.rejected_connections += 1
-            transport.write(PROTECTED_MODE_ERROR)
+            stream_transport.write(PROTECTED_MODE_ERROR)  # type: ignore[attr-defined]
             transport.close()
             return
         server.clients[self.id] = self
@@ -528,10 +533,14 @@ class Client(asyncio.Protocol):
             server.execute(self, self.queue.popleft())
             if self.skip_current or self.skip_next:
                 self.skip_current, self.skip_next = self.skip_next, False
-        if self.protocol_error is not None and not self.queue and self.blocked is None:
-            if not self.closing:
-                self.reply(ErrorReply("ERR", self.protocol_error))
-                self.close_after_reply()
+        if (
+            self.protocol_error is not None
+            and not self.queue
+            and self.blocked is None
+            and not self.closing
+        ):
+            self.reply(ErrorReply("ERR", self.protocol_error))
+            self.close_after_reply()
 
     def connection_lost(self, exc: Exception | None) -> None:
         self.closing = True

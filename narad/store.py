@@ -81,9 +81,7 @@ class Store:
         if self._meta_ops > META_COMPACT_OPS:
             self._compact_meta()
         self.loaded_s = time.monotonic() - start
-        logger.info(
-            "opened %d streams in %.3f s", sum(len(db) for db in self.dbs), self.loaded_s
-        )
+        logger.info("opened %d streams in %.3f s", sum(len(db) for db in self.dbs), self.loaded_s)
 
     def _lock(self) -> None:
         fd = os.open(self.root / "narad.lock", os.O_RDWR | os.O_CREAT, 0o644)

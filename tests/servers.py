@@ -53,7 +53,9 @@ class ServerProcess:
         self.folder.mkdir(parents=True, exist_ok=True)
         log = open(self.log_path, "ab")  # noqa: SIM115 - handed to the child
         env = {**os.environ, "PYTHONPATH": str(ROOT)}
-        self.proc = subprocess.Popen(self.command(), stdout=log, stderr=log, cwd=self.folder, env=env)
+        self.proc = subprocess.Popen(
+            self.command(), stdout=log, stderr=log, cwd=self.folder, env=env
+        )
         log.close()
         wait_until(self._answers, timeout=20)
         return self
@@ -103,16 +105,33 @@ class ServerProcess:
 class NaradProcess(ServerProcess):
     def command(self) -> list[str]:
         return [
-            sys.executable, "-m", "narad", "server",
-            "--port", str(self.port), "--dir", str(self.folder / "data"), *self.extra,
+            sys.executable,
+            "-m",
+            "narad",
+            "server",
+            "--port",
+            str(self.port),
+            "--dir",
+            str(self.folder / "data"),
+            *self.extra,
         ]
 
 
 class RedisProcess(ServerProcess):
     def command(self) -> list[str]:
         return [
-            "redis-server", "--port", str(self.port), "--bind", "127.0.0.1",
-            "--save", "", "--appendonly", "no", "--dir", str(self.folder), *self.extra,
+            "redis-server",
+            "--port",
+            str(self.port),
+            "--bind",
+            "127.0.0.1",
+            "--save",
+            "",
+            "--appendonly",
+            "no",
+            "--dir",
+            str(self.folder),
+            *self.extra,
         ]
 
 

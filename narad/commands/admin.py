@@ -55,6 +55,8 @@ def bgsave(client: Client, args: list[bytes]) -> Any:
 @command("shutdown", -1, "admin noscript loading stale no_multi allow_busy", group="server")
 def shutdown(client: Client, args: list[bytes]) -> Any:
     """Synchronously saves the database(s) to disk and shuts down the Redis server."""
+    if client.in_exec:
+        raise CommandError("Command not allowed inside a transaction")
     for arg in args[1:]:
         if arg.lower() not in (b"nosave", b"save", b"now", b"force", b"abort"):
             raise syntax()
@@ -69,6 +71,8 @@ def shutdown(client: Client, args: list[bytes]) -> Any:
 @command("monitor", 1, "admin noscript loading stale", group="server")
 def monitor(client: Client, args: list[bytes]) -> Any:
     """Listens for all requests received by the server in real-time."""
+    if client.in_exec:
+        raise CommandError("MONITOR isn't allowed for DENY BLOCKING client")
     if client not in client.server.monitors:
         client.server.monitors.append(client)
     return OK
@@ -140,11 +144,16 @@ def config_help(client: Client, args: list[bytes]) -> Any:
     """Returns helpful text about the different subcommands."""
     return [
         "CONFIG <subcommand> [<arg> [value] [opt] ...]. Subcommands are:",
-        "GET <pattern>", "    Return parameters matching the glob-like <pattern> and their values.",
-        "SET <directive> <value>", "    Set the configuration <directive> to <value>.",
-        "RESETSTAT", "    Reset statistics reported by the INFO command.",
-        "REWRITE", "    Rewrite the configuration file.",
-        "HELP", "    Print this help.",
+        "GET <pattern>",
+        "    Return parameters matching the glob-like <pattern> and their values.",
+        "SET <directive> <value>",
+        "    Set the configuration <directive> to <value>.",
+        "RESETSTAT",
+        "    Reset statistics reported by the INFO command.",
+        "REWRITE",
+        "    Rewrite the configuration file.",
+        "HELP",
+        "    Print this help.",
     ]
 
 
@@ -158,7 +167,9 @@ def command_(client: Client, args: list[bytes]) -> Any:
         raise CommandError(
             f"unknown subcommand '{args[1].decode(errors='replace')}'. Try COMMAND HELP."
         )
-    return [info_reply(cmd) for cmd in COMMANDS.values() if cmd.handler is not None or cmd.subcommands]
+    return [
+        info_reply(cmd) for cmd in COMMANDS.values() if cmd.handler is not None or cmd.subcommands
+    ]
 
 
 @command("count", 2, "loading stale", group="server", parent="command", since="2.8.13")
@@ -184,9 +195,7 @@ def _lookup_info(name: bytes) -> Any:
 def command_docs(client: Client, args: list[bytes]) -> Any:
     """Returns documentary information about one, multiple or all commands."""
     names = [n.lower() for n in args[2:]] or list(COMMANDS)
-    return {
-        name.decode(): docs_reply(COMMANDS[name]) for name in names if name in COMMANDS
-    }
+    return {name.decode(): docs_reply(COMMANDS[name]) for name in names if name in COMMANDS}
 
 
 @command("list", -2, "loading stale", group="server", parent="command", since="7.0.0")
@@ -210,7 +219,7 @@ def command_list(client: Client, args: list[bytes]) -> Any:
     return names
 
 
-@command("getkeys", -3, "loading stale", group="server", parent="command", since="2.8.13")
+@command("getkeys", -4, "loading stale", group="server", parent="command", since="2.8.13")
 def command_getkeys(client: Client, args: list[bytes]) -> Any:
     """Extracts the key names from an arbitrary command."""
     argv = args[2:]
@@ -219,10 +228,23 @@ def command_getkeys(client: Client, args: list[bytes]) -> Any:
         raise CommandError("Invalid command specified")
     if not cmd.check_arity(len(argv)):
         raise CommandError("Invalid number of arguments specified for command")
+    if cmd.name in ("xread", "xreadgroup"):
+        return _stream_read_keys(argv)
     keys = [argv[i] for i in cmd.key_positions(len(argv))]
     if not keys:
         raise CommandError("The command has no key arguments")
     return keys
+
+
+def _stream_read_keys(argv: list[bytes]) -> list[bytes]:
+    """XREAD / XREADGROUP: the keys are the first half of what follows STREAMS."""
+    for i, arg in enumerate(argv):
+        if arg.lower() == b"streams":
+            rest = argv[i + 1 :]
+            if rest and len(rest) % 2 == 0:
+                return rest[: len(rest) // 2]
+            break
+    raise CommandError("Invalid arguments specified for command")
 
 
 @command("help", 2, "loading stale", group="server", parent="command")
@@ -230,13 +252,20 @@ def command_help(client: Client, args: list[bytes]) -> Any:
     """Returns helpful text about the different subcommands."""
     return [
         "COMMAND <subcommand> [<arg> [value] [opt] ...]. Subcommands are:",
-        "(no subcommand)", "    Return details about all commands.",
-        "COUNT", "    Return the total number of commands in this server.",
-        "LIST", "    Return a list of all commands in this server.",
-        "INFO [<command-name> ...]", "    Return details about the given commands.",
-        "DOCS [<command-name> ...]", "    Return documentation details about the given commands.",
-        "GETKEYS <full-command>", "    Return the keys from a full command.",
-        "HELP", "    Print this help.",
+        "(no subcommand)",
+        "    Return details about all commands.",
+        "COUNT",
+        "    Return the total number of commands in this server.",
+        "LIST",
+        "    Return a list of all commands in this server.",
+        "INFO [<command-name> ...]",
+        "    Return details about the given commands.",
+        "DOCS [<command-name> ...]",
+        "    Return documentation details about the given commands.",
+        "GETKEYS <full-command>",
+        "    Return the keys from a full command.",
+        "HELP",
+        "    Print this help.",
     ]
 
 
@@ -248,8 +277,10 @@ container("function", "scripting", "A container for function commands.", "7.0.0"
 @command("flush", -2, "write noscript", group="scripting", parent="function", since="7.0.0")
 def function_flush(client: Client, args: list[bytes]) -> Any:
     """Deletes all libraries and functions (Narad has none: nothing to do)."""
-    if len(args) > 3 or (len(args) == 3 and args[2].lower() not in (b"async", b"sync")):
+    if len(args) > 3:
         raise syntax()
+    if len(args) == 3 and args[2].lower() not in (b"async", b"sync"):
+        raise CommandError("FUNCTION FLUSH only supports SYNC|ASYNC option")
     return OK
 
 
@@ -298,8 +329,12 @@ def slowlog_help(client: Client, args: list[bytes]) -> Any:
     """Show helpful text about the different subcommands."""
     return [
         "SLOWLOG <subcommand> [<arg> [value] [opt] ...]. Subcommands are:",
-        "GET [<count>]", "    Return top <count> entries from the slowlog (default: 10, -1 mean all).",
-        "LEN", "    Return the length of the slowlog.",
-        "RESET", "    Reset the slowlog.",
-        "HELP", "    Print this help.",
+        "GET [<count>]",
+        "    Return top <count> entries from the slowlog (default: 10, -1 mean all).",
+        "LEN",
+        "    Return the length of the slowlog.",
+        "RESET",
+        "    Reset the slowlog.",
+        "HELP",
+        "    Print this help.",
     ]

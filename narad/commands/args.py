@@ -27,7 +27,7 @@ def _is_canonical_int(arg: bytes) -> bool:
     digits = arg[1:] if arg[:1] == b"-" else arg
     if not digits or len(arg) > 20 or not digits.isdigit():
         return False
-    return digits == b"0" and arg == b"0" or digits[:1] != b"0"
+    return (digits == b"0" and arg == b"0") or digits[:1] != b"0"
 
 
 def parse_nonnegative(arg: bytes, error: str | None = None) -> int:

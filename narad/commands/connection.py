@@ -36,7 +36,10 @@ def echo(client: Client, args: list[bytes]) -> Any:
 
 def check_password(client: Client, user: bytes, password: bytes) -> None:
     required = str(client.server.config["requirepass"]).encode()
-    if user != b"default" or not required or not hmac.compare_digest(password, required):
+    if user != b"default":
+        raise WRONGPASS
+    # Without requirepass the default user is `nopass`, as in Redis: any password works.
+    if required and not hmac.compare_digest(password, required):
         raise WRONGPASS
 
 
@@ -84,7 +87,7 @@ def hello(client: Client, args: list[bytes]) -> Any:
     if not client.authenticated:
         raise CommandError(
             "HELLO must be called with the client already authenticated, otherwise the "
-            "HELLO <proto> AUTH <user> <pass> option can be used to authenticate the "
+            "HELLO AUTH <user> <pass> option can be used to authenticate the "
             "client and select the RESP protocol version at the same time",
             "NOAUTH",
         )
@@ -151,7 +154,9 @@ def client_setinfo(client: Client, args: list[bytes]) -> Any:
     """Sets information specific to the client or connection."""
     attr, value = args[2].lower(), args[3]
     if any(ch < 33 or ch > 126 for ch in value):
-        raise CommandError(f"{attr.decode().upper()} cannot contain spaces, newlines or special characters.")
+        raise CommandError(
+            f"{attr.decode().upper()} cannot contain spaces, newlines or special characters."
+        )
     if attr == b"lib-name":
         client.lib_name = value.decode()
     elif attr == b"lib-ver":
@@ -161,14 +166,15 @@ def client_setinfo(client: Client, args: list[bytes]) -> Any:
     return OK
 
 
-def client_line(c: Client) -> str:
+def client_line(c: Client, current: str | None = None) -> str:
+    """One CLIENT LIST line; `current` names the command the caller is running."""
     now = time.time()
     flags = "N"
     if c.blocked is not None:
         flags = "b"
     elif c.multi is not None:
         flags = "x"
-    cmd = c.last_command or "NULL"
+    cmd = current or c.last_command or "NULL"
     return (
         f"id={c.id} addr={c.addr} laddr={c.laddr} fd=-1 name={c.name} "
         f"age={int(now - c.created_s)} idle={int(now - c.last_interaction_s)} flags={flags} "
@@ -179,12 +185,14 @@ def client_line(c: Client) -> str:
     )
 
 
-@command("list", -2, "admin noscript loading stale", group="connection", parent="client", since="2.4.0")
+@command(
+    "list", -2, "admin noscript loading stale", group="connection", parent="client", since="2.4.0"
+)
 def client_list(client: Client, args: list[bytes]) -> Any:
     """Lists open connections."""
     clients = sorted(client.server.clients.values(), key=lambda c: c.id)
     if len(args) >= 4 and args[2].lower() == b"id":
-        wanted = {parse_int(a) for a in args[3:]}
+        wanted = {parse_int(a, "Invalid client ID") for a in args[3:]}
         clients = [c for c in clients if c.id in wanted]
     elif len(args) == 4 and args[2].lower() == b"type":
         if args[3].lower() not in (b"normal", b"master", b"replica", b"pubsub"):
@@ -192,13 +200,15 @@ def client_list(client: Client, args: list[bytes]) -> Any:
         clients = clients if args[3].lower() == b"normal" else []
     elif len(args) != 2:
         raise syntax()
-    return Verbatim("".join(client_line(c) + "\n" for c in clients))
+    return Verbatim(
+        "".join(client_line(c, "client|list" if c is client else None) + "\n" for c in clients)
+    )
 
 
 @command("info", 2, "noscript loading stale", group="connection", parent="client", since="6.2.0")
 def client_info(client: Client, args: list[bytes]) -> Any:
     """Returns information about the connection."""
-    return Verbatim(client_line(client) + "\n")
+    return Verbatim(client_line(client, "client|info") + "\n")
 
 
 @command("kill", -3, "admin noscript loading stale", group="connection", parent="client")
@@ -223,7 +233,10 @@ def client_kill(client: Client, args: list[bytes]) -> Any:
         keep = False
         for name, value in filters:
             if name == b"id":
-                keep |= other.id != parse_int(value)
+                wanted = parse_int(value, "client-id should be greater than 0")
+                if wanted <= 0:
+                    raise CommandError("client-id should be greater than 0")
+                keep |= other.id != wanted
             elif name == b"addr":
                 keep |= other.addr != value.decode(errors="replace")
             elif name == b"laddr":
@@ -269,7 +282,14 @@ def client_reply(client: Client, args: list[bytes]) -> Any:
     raise syntax()
 
 
-@command("no-evict", 3, "admin noscript loading stale", group="connection", parent="client", since="7.0.0")
+@command(
+    "no-evict",
+    3,
+    "admin noscript loading stale",
+    group="connection",
+    parent="client",
+    since="7.0.0",
+)
 def client_no_evict(client: Client, args: list[bytes]) -> Any:
     """Sets the client eviction mode of the connection."""
     if args[2].lower() not in (b"on", b"off"):
@@ -277,7 +297,9 @@ def client_no_evict(client: Client, args: list[bytes]) -> Any:
     return OK
 
 
-@command("no-touch", 3, "noscript loading stale", group="connection", parent="client", since="7.2.0")
+@command(
+    "no-touch", 3, "noscript loading stale", group="connection", parent="client", since="7.2.0"
+)
 def client_no_touch(client: Client, args: list[bytes]) -> Any:
     """Controls whether commands sent by the client affect the LRU/LFU of accessed keys."""
     if args[2].lower() not in (b"on", b"off"):
@@ -290,17 +312,26 @@ def client_help(client: Client, args: list[bytes]) -> Any:
     """Returns helpful text about the different subcommands."""
     return [
         "CLIENT <subcommand> [<arg> [value] [opt] ...]. Subcommands are:",
-        "ID", "    Return the ID of the current connection.",
-        "INFO", "    Return information about the current client connection.",
+        "ID",
+        "    Return the ID of the current connection.",
+        "INFO",
+        "    Return information about the current client connection.",
         "KILL <ip:port> | <option> <value> [<option> <value> ...]",
         "    Kill connections: ID, ADDR, LADDR, USER, SKIPME, TYPE, MAXAGE.",
-        "LIST [TYPE <type>] [ID <id> [<id> ...]]", "    Return information about client connections.",
-        "GETNAME", "    Return the name of the current connection.",
-        "SETNAME <name>", "    Assign the name <name> to the current connection.",
-        "SETINFO <LIB-NAME|LIB-VER> <value>", "    Set client library name or version.",
-        "REPLY (ON|OFF|SKIP)", "    Control the replies sent to the current connection.",
-        "NO-EVICT (ON|OFF)", "    Accepted; Narad never evicts clients.",
-        "HELP", "    Print this help.",
+        "LIST [TYPE <type>] [ID <id> [<id> ...]]",
+        "    Return information about client connections.",
+        "GETNAME",
+        "    Return the name of the current connection.",
+        "SETNAME <name>",
+        "    Assign the name <name> to the current connection.",
+        "SETINFO <LIB-NAME|LIB-VER> <value>",
+        "    Set client library name or version.",
+        "REPLY (ON|OFF|SKIP)",
+        "    Control the replies sent to the current connection.",
+        "NO-EVICT (ON|OFF)",
+        "    Accepted; Narad never evicts clients.",
+        "HELP",
+        "    Print this help.",
     ]
 
 

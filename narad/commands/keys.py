@@ -134,9 +134,18 @@ def scan(client: Client, args: list[bytes]) -> Any:
 
 
 def _parse_cursor(arg: bytes) -> int:
-    if not arg.isdigit():
+    """Redis's cursor parsing (strtoul): an optional sign, decimal digits, at most
+    2**64 - 1; a negative cursor wraps around, an empty one is 0."""
+    if not arg:
+        return 0
+    negative = arg[:1] == b"-"
+    digits = arg[1:] if arg[:1] in b"+-" else arg
+    if not digits.isdigit() or not digits.isascii():
         raise CommandError("invalid cursor")
-    return int(arg)
+    value = int(digits)
+    if value >= 1 << 64:
+        raise CommandError("invalid cursor")
+    return (-value) % (1 << 64) if negative else value
 
 
 @command("rename", 3, "write", (1, 2, 1), "generic", complexity="O(1)")
@@ -217,14 +226,11 @@ def select(client: Client, args: list[bytes]) -> Any:
 @command("swapdb", 3, "write fast", group="server", since="4.0.0", complexity="O(N)")
 def swapdb(client: Client, args: list[bytes]) -> Any:
     """Swaps two Redis databases."""
-    try:
-        a = db_index(client, args[1])
-    except CommandError:
-        raise CommandError("invalid first DB index") from None
-    try:
-        b = db_index(client, args[2])
-    except CommandError:
-        raise CommandError("invalid second DB index") from None
+    a = parse_int(args[1], "invalid first DB index")
+    b = parse_int(args[2], "invalid second DB index")
+    databases = len(client.server.store.dbs)
+    if not (0 <= a < databases and 0 <= b < databases):
+        raise CommandError("DB index is out of range")
     if a != b:
         client.server.store.swapdb(a, b)
         client.server.touch_db(a)

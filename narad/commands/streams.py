@@ -106,8 +106,15 @@ def parse_trim_args(client: Client, args: list[bytes], xadd: bool) -> tuple[Trim
     return opts, i
 
 
-@command("xadd", -5, "write denyoom fast", (1, 1, 1), "stream", since="5.0.0",
-         complexity="O(1) when adding a new entry, O(N) when trimming")
+@command(
+    "xadd",
+    -5,
+    "write denyoom fast",
+    (1, 1, 1),
+    "stream",
+    since="5.0.0",
+    complexity="O(1) when adding a new entry, O(N) when trimming",
+)
 def xadd(client: Client, args: list[bytes]) -> Any:
     """Appends a new message to a stream. Creates the key if it doesn't exist."""
     if args[2] == b"*" and len(args) & 1:
@@ -146,16 +153,16 @@ def xadd(client: Client, args: list[bytes]) -> Any:
         raise CommandError(
             "The stream has exhausted the last possible ID, unable to add more items"
         )
-    sid = _new_id(last, explicit, seq_given)
-    if sid is None or sid <= last:
+    new_id = _new_id(last, explicit, seq_given)
+    if new_id is None or new_id <= last:
         raise CommandError(
             "The ID specified in XADD is equal or smaller than the target stream top item"
         )
-    stream.add(sid, fields)
+    stream.add(new_id, fields)
     written(client, key)
     if opts.maxlen is not None or opts.minid is not None:
         stream.trim(opts.maxlen, opts.minid, opts.approx, opts.limit)
-    return ids.fmt(sid)
+    return ids.fmt(new_id)
 
 
 NO_TRIM = TrimArgs()
@@ -298,8 +305,15 @@ def xsetid(client: Client, args: list[bytes]) -> Any:
 # -- XREAD ------------------------------------------------------------------------------
 
 
-@command("xread", -4, "readonly blocking", (0, 0, 0), "stream", since="5.0.0",
-         complexity="O(N) per stream")
+@command(
+    "xread",
+    -4,
+    "readonly blocking",
+    (0, 0, 0),
+    "stream",
+    since="5.0.0",
+    complexity="O(N) per stream",
+)
 def xread(client: Client, args: list[bytes]) -> Any:
     """Return never seen elements in multiple streams, with IDs greater than the ones
     reported by the caller for each stream. Can block."""

@@ -91,7 +91,15 @@ def command(
         else:
             container = COMMANDS.setdefault(
                 parent.encode(),
-                Command(parent, None, -2, frozenset(), (0, 0, 0), group, f"A container for {parent.upper()} commands"),
+                Command(
+                    parent,
+                    None,
+                    -2,
+                    frozenset(),
+                    (0, 0, 0),
+                    group,
+                    f"A container for {parent.upper()} commands",
+                ),
             )
             container.subcommands[name] = cmd
         return handler
@@ -162,7 +170,11 @@ def _key_specs(cmd: Command) -> list[Any]:
             "begin_search": {"type": "index", "spec": {"index": first}},
             "find_keys": {
                 "type": "range",
-                "spec": {"lastkey": last if last < 0 else last - first, "keystep": step, "limit": 0},
+                "spec": {
+                    "lastkey": last if last < 0 else last - first,
+                    "keystep": step,
+                    "limit": 0,
+                },
             },
             "flags": [access],
         }

@@ -30,7 +30,9 @@ def multi(client: Client, args: list[bytes]) -> Any:
     return OK
 
 
-@command("discard", 1, "noscript loading stale fast allow_busy", group="transactions", since="2.0.0")
+@command(
+    "discard", 1, "noscript loading stale fast allow_busy", group="transactions", since="2.0.0"
+)
 def discard(client: Client, args: list[bytes]) -> Any:
     """Discards a transaction."""
     if client.multi is None:
@@ -76,7 +78,9 @@ def _run_one(client: Client, argv: list[bytes]) -> Any:
         return ErrorReply(exc.code, exc.message)
 
 
-@command("watch", -2, "noscript loading stale fast allow_busy", (1, -1, 1), "transactions", since="2.2.0")
+@command(
+    "watch", -2, "noscript loading stale fast allow_busy", (1, -1, 1), "transactions", since="2.2.0"
+)
 def watch(client: Client, args: list[bytes]) -> Any:
     """Monitors changes to keys to determine the execution of a transaction."""
     if client.multi is not None:
@@ -86,7 +90,9 @@ def watch(client: Client, args: list[bytes]) -> Any:
     return OK
 
 
-@command("unwatch", 1, "noscript loading stale fast allow_busy", group="transactions", since="2.2.0")
+@command(
+    "unwatch", 1, "noscript loading stale fast allow_busy", group="transactions", since="2.2.0"
+)
 def unwatch(client: Client, args: list[bytes]) -> Any:
     """Forgets about watched keys of a transaction."""
     client.unwatch_all()

@@ -62,8 +62,14 @@ def unpack_id(raw: bytes) -> int:
 
 
 class Stream:
-    def __init__(self, uid: int, folder: Path, data_config: LogConfig, state_config: LogConfig,
-                 note: Callable[[Log], None]) -> None:
+    def __init__(
+        self,
+        uid: int,
+        folder: Path,
+        data_config: LogConfig,
+        state_config: LogConfig,
+        note: Callable[[Log], None],
+    ) -> None:
         self.uid = uid
         self.folder = folder
         self._note = note  # tells the group commit that a log has buffered records
