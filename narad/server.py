@@ -46,6 +46,7 @@ logger = logging.getLogger("narad.server")
 # Commands a client in MULTI runs at once instead of queueing.
 MULTI_IMMEDIATE = frozenset({b"exec", b"discard", b"multi", b"watch", b"quit", b"reset"})
 QUEUED = object()  # the reply marker for a queued command
+CRON_INTERVAL_S = 1.0
 NO_REPLY = object()  # a handler's answer when nothing is to be sent (CLIENT REPLY OFF)
 
 
@@ -357,6 +358,22 @@ class Server:
 
     # -- lifecycle ------------------------------------------------------------------------
 
+    def _cron(self) -> None:
+        """Once a second: store upkeep, and idle clients past `timeout` closed."""
+        assert self.loop is not None
+        self._cron_handle = self.loop.call_later(CRON_INTERVAL_S, self._cron)
+        try:
+            self.store.maintain()
+        except LogFailed as exc:
+            logger.error("store upkeep failed: %s", exc)
+        self.schedule_flush()  # trim ops written by retention are committed as usual
+        idle_max = int(self.config["timeout"])  # type: ignore[call-overload]
+        if idle_max:
+            now = time.time()
+            for client in list(self.clients.values()):
+                if client.blocked is None and now - client.last_interaction_s > idle_max:
+                    client.close()
+
     def new_client_id(self) -> int:
         cid = self._next_client_id
         self._next_client_id += 1
@@ -387,12 +404,14 @@ class Server:
         self.tcp_port = port
         for sig in (signal.SIGTERM, signal.SIGINT):
             self.loop.add_signal_handler(sig, self.request_shutdown)
+        self._cron_handle = self.loop.call_later(CRON_INTERVAL_S, self._cron)
         logger.info("ready to accept connections on port %d", port)
         if ready is not None:
             ready(port)
         try:
             await self.shutdown_requested.wait()
         finally:
+            self._cron_handle.cancel()
             for sig in (signal.SIGTERM, signal.SIGINT):
                 self.loop.remove_signal_handler(sig)
             for srv in servers:

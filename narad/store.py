@@ -240,10 +240,14 @@ class Store:
             stream.close()
             shutil.rmtree(stream.folder, ignore_errors=True)
 
-    def compact(self) -> None:
-        """Snapshot state logs that grew past their bound (called between commits)."""
+    def maintain(self) -> None:
+        """Periodic upkeep between commits: retention deletes whole sealed data
+        segments (the stream's start follows, through a trim op), and state logs that
+        grew past their bound are compacted into a snapshot."""
         for keys in self.dbs:
             for stream in keys.values():
+                if stream.data.apply_retention() and stream.data.start_offset > stream.start:
+                    stream.commit_op(["trim", stream.data.start_offset])
                 stream.compact_if_due()
 
     def close(self) -> None:
