@@ -14,13 +14,11 @@ import argparse
 import csv
 import io
 import multiprocessing
-import os
 import shutil
 import subprocess
 import sys
 import tempfile
 import time
-from collections.abc import Callable
 from pathlib import Path
 
 import redis
@@ -28,7 +26,7 @@ import redis
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
-from tests.servers import NaradProcess, RedisProcess, ServerProcess, wait_until  # noqa: E402
+from tests.servers import NaradProcess, RedisProcess  # noqa: E402
 
 VALUE = "v" * 100
 
@@ -37,21 +35,13 @@ def narad(folder: Path, fsync: str) -> NaradProcess:
     return NaradProcess(folder / "narad", ["--fsync", fsync])
 
 
-def redis_aof(folder: Path, fsync: str) -> RedisProcess:
-    server = RedisProcess(folder / "redis", ["--appendfsync", fsync])
-    return server
-
-
-def redis_durable_command(server: RedisProcess) -> list[str]:
-    cmd = server.command()
-    i = cmd.index("--appendonly")
-    cmd[i + 1] = "yes"
-    return cmd
-
-
 class DurableRedis(RedisProcess):
+    """redis-server with its append-only file on (appendfsync comes from `extra`)."""
+
     def command(self) -> list[str]:
-        return redis_durable_command(self)
+        cmd = super().command()
+        cmd[cmd.index("--appendonly") + 1] = "yes"
+        return cmd
 
 
 def benchmark(
@@ -189,6 +179,12 @@ def memory_and_restart(entries: int) -> dict[str, float]:
         return figures
 
 
+def row(figure: str, mine: float, theirs: float, target: str) -> None:
+    print(
+        f"| {figure} | {mine:,.3f} | {theirs:,.3f} | {mine / theirs:.2f} | {target} |", flush=True
+    )
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--quick", action="store_true")
@@ -208,32 +204,32 @@ def main() -> None:
             ("everysec", 16, 0.8),
         ):
             mine, theirs, _, _ = xadd_figure(fsync, 50, pipeline, n)
-            print(
-                f"| XADD 50 clients P{pipeline}, fsync {fsync} (ops/s) | {mine:,.0f} | {theirs:,.0f} "
-                f"| {mine / theirs:.2f} | >= {target} |"
-            )
+            row(f"XADD 50 clients P{pipeline}, fsync {fsync} (ops/s)", mine, theirs, f">= {target}")
     if "latency" in wanted:
         _, _, mine, theirs = xadd_figure("always", 1, 1, n // 10)
-        print(
-            f"| XADD 1 client P1 p50 latency (ms) | {mine['p50_latency_ms']:.3f} "
-            f"| {theirs['p50_latency_ms']:.3f} | {mine['p50_latency_ms'] / theirs['p50_latency_ms']:.2f} | <= 1.3 |"
+        row(
+            "XADD 1 client P1 p50 latency (ms)",
+            mine["p50_latency_ms"],
+            theirs["p50_latency_ms"],
+            "<= 1.3",
         )
     if "consume" in wanted:
         mine, theirs = consume_figure("always", n, 4)
-        print(
-            f"| XREADGROUP COUNT 100 + XACK, fsync always (msg/s) | {mine:,.0f} | {theirs:,.0f} "
-            f"| {mine / theirs:.2f} | >= 1.0 |"
-        )
+        row("XREADGROUP COUNT 100 + XACK, fsync always (msg/s)", mine, theirs, ">= 1.0")
     if "memory" in wanted:
         entries = 200_000 if args.quick else 1_000_000
         f = memory_and_restart(entries)
-        print(
-            f"| memory per entry after {entries:,} XADD (bytes) | {f['narad_bytes_per_entry']:.1f} "
-            f"| {f['redis_bytes_per_entry']:.1f} | {f['narad_bytes_per_entry'] / f['redis_bytes_per_entry']:.2f} | <= 0.25 |"
+        row(
+            f"memory per entry after {entries:,} XADD (bytes)",
+            f["narad_bytes_per_entry"],
+            f["redis_bytes_per_entry"],
+            "<= 0.25",
         )
-        print(
-            f"| restart until PING with {entries:,} entries (s) | {f['narad_restart_s']:.2f} "
-            f"| {f['redis_restart_s']:.2f} | {f['narad_restart_s'] / f['redis_restart_s']:.2f} | <= 0.5 |"
+        row(
+            f"restart until PING with {entries:,} entries (s)",
+            f["narad_restart_s"],
+            f["redis_restart_s"],
+            "<= 0.5",
         )
 
 
