@@ -21,7 +21,6 @@ import logging
 import queue
 import threading
 from collections.abc import Callable
-from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 
 from narad.log.log import FsyncPolicy, Log, LogFailed
@@ -47,7 +46,6 @@ class GroupCommit:
         self._unsynced: set[Log] = set()  # everysec: logs written since the last fsync
         self._unsynced_lock = threading.Lock()
         self._stop = threading.Event()
-        self._executor: ThreadPoolExecutor | None = None  # fsyncs for `flush` waiters
         self._thread: threading.Thread | None = None
         if policy is FsyncPolicy.EVERYSEC:
             self._thread = threading.Thread(target=self._everysec, name="narad-fsync", daemon=True)
@@ -124,24 +122,14 @@ class GroupCommit:
         await asyncio.shield(self._waiters)
 
     def _commit_and_wake(self) -> None:
-        """Write this iteration's records now; under `always`, fsync them on the
-        fsync thread and wake the waiters when it is done. The loop runs on during
-        the fsync, so the appenders it woke last time fill the next commit."""
         waiters, self._waiters = self._waiters, None
         assert waiters is not None
-        written, failed = self.write_noted()
-        if failed is not None:
-            waiters.set_exception(failed)
+        try:
+            self.commit()
+        except LogFailed as exc:
+            waiters.set_exception(exc)
             return
-        if self.policy is not FsyncPolicy.ALWAYS or not written:
-            waiters.set_result(None)
-            return
-        if self._executor is None:
-            self._executor = ThreadPoolExecutor(1, thread_name_prefix="narad-fsync")
-        durable = asyncio.get_running_loop().run_in_executor(
-            self._executor, self._make_durable, written
-        )
-        durable.add_done_callback(lambda done: _settle(waiters, done.result()))
+        waiters.set_result(None)
 
     def _everysec(self) -> None:
         while not self._stop.wait(EVERYSEC_INTERVAL_S):
@@ -159,22 +147,12 @@ class GroupCommit:
                 logger.error("background fsync failed: %s", exc)
 
     def close(self) -> None:
-        """Stop the background threads after a last fsync of what they still owed."""
-        if self._executor is not None:
-            self._executor.shutdown()
-            self._executor = None
+        """Stop the background thread after a last fsync of what it still owed."""
         if self._thread is not None:
             self._stop.set()
             self._thread.join()
             self._thread = None
             self.sync_written()
-
-
-def _settle(waiters: asyncio.Future[None], failure: LogFailed | None) -> None:
-    if failure is None:
-        waiters.set_result(None)
-    else:
-        waiters.set_exception(failure)
 
 
 class SyncPipeline:
