@@ -7,9 +7,11 @@ The pure-Python module is the reference; read it (and docs/log-format.md) first.
 from cpython.bytearray cimport PyByteArray_AS_STRING, PyByteArray_GET_SIZE, PyByteArray_Resize
 from cpython.bytes cimport PyBytes_AS_STRING, PyBytes_FromStringAndSize
 from libc.stdint cimport uint8_t, uint32_t, uint64_t
+from libc.stddef cimport size_t
 from libc.string cimport memcpy
 
-from crc32c import crc32c as _crc32c
+cdef extern from "crc32c.h":
+    uint32_t narad_crc32c(const uint8_t *p, size_t n) nogil
 
 from narad.log.format import (
     FORMAT_VERSION,
@@ -70,14 +72,11 @@ def encode_into(bytearray buf, uint64_t offset, uint64_t timestamp_ms, uint32_t 
     wr64(p + 38, id_seq)
     if n:
         memcpy(p + C_HEADER, &data[0], n)
-    cdef uint32_t crc = _crc32c(memoryview(buf)[start + 8:start + C_HEADER + n])
-    p = <uint8_t*>PyByteArray_AS_STRING(buf) + start
-    wr32(p + 4, crc)
+    wr32(p + 4, narad_crc32c(p + 8, C_HEADER - 8 + n))
 
 
 def scan(buf, Py_ssize_t start, Py_ssize_t base_position, Py_ssize_t count_max):
     cdef const uint8_t[::1] data = buf
-    view = memoryview(buf)
     cdef Py_ssize_t size = data.shape[0]
     cdef Py_ssize_t pos = start
     cdef Py_ssize_t end
@@ -98,7 +97,7 @@ def scan(buf, Py_ssize_t start, Py_ssize_t base_position, Py_ssize_t count_max):
         end = pos + 4 + <Py_ssize_t>length
         if end > size:
             return records, pos, SCAN_SHORT, 4 + <Py_ssize_t>length
-        if <uint32_t>_crc32c(view[pos + 8:end]) != crc:
+        if narad_crc32c(p + 8, end - pos - 8) != crc:
             return records, pos, SCAN_BAD, "CRC mismatch"
         if p[8] != C_VERSION:
             return records, pos, SCAN_BAD, f"unknown format version {p[8]}"
