@@ -24,22 +24,37 @@ ORDER_SCHEMA: dict[str, Any] = {
         "amount": {"type": "number", "minimum": 0},
         "currency": {"enum": ["EUR", "USD", "GBP", "INR"]},
         "created_ms": {"type": "integer", "minimum": 0},
-        "items": {"type": "array", "minItems": 1, "maxItems": 100, "items": {
-            "type": "object", "required": ["sku", "qty"],
-            "properties": {"sku": {"type": "string"}, "qty": {"type": "integer", "minimum": 1}},
-            "additionalProperties": False}},
+        "items": {
+            "type": "array",
+            "minItems": 1,
+            "maxItems": 100,
+            "items": {
+                "type": "object",
+                "required": ["sku", "qty"],
+                "properties": {"sku": {"type": "string"}, "qty": {"type": "integer", "minimum": 1}},
+                "additionalProperties": False,
+            },
+        },
         "express": {"type": "boolean"},
         "note": {"type": ["string", "null"], "maxLength": 500},
         "tags": {"type": "array", "items": {"type": "string"}, "uniqueItems": True},
-        "address": {"type": "object", "properties": {
-            "city": {"type": "string"}, "zip": {"type": "string"}}},
+        "address": {
+            "type": "object",
+            "properties": {"city": {"type": "string"}, "zip": {"type": "string"}},
+        },
     },
     "additionalProperties": False,
 }
 ORDER = {
-    "id": "ord_8f3k2j1m9x", "customer": "alice", "amount": 129.5, "currency": "EUR",
-    "created_ms": 1_700_000_000_000, "items": [{"sku": "A-1", "qty": 2}, {"sku": "B-7", "qty": 1}],
-    "express": True, "note": None, "tags": ["gift", "fragile"],
+    "id": "ord_8f3k2j1m9x",
+    "customer": "alice",
+    "amount": 129.5,
+    "currency": "EUR",
+    "created_ms": 1_700_000_000_000,
+    "items": [{"sku": "A-1", "qty": 2}, {"sku": "B-7", "qty": 1}],
+    "express": True,
+    "note": None,
+    "tags": ["gift", "fragile"],
     "address": {"city": "Pune", "zip": "411001"},
 }
 PAYLOAD = json.dumps(ORDER).encode()

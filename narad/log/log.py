@@ -553,10 +553,10 @@ class Log:
             too_big = bool(config.retention_bytes) and total - seg.size >= config.retention_bytes
             if not (below_start or too_old or too_big):
                 break
-            with self._lock:
+            with self._lock:  # a concurrent sync must not write this segment's index
                 self.segments.pop(0)
                 self._bases.pop(0)
-            seg.delete()
+                seg.delete()
             total -= seg.size
             deleted += 1
         if deleted:
