@@ -102,8 +102,10 @@ def scan(buf, Py_ssize_t start, Py_ssize_t base_position, Py_ssize_t count_max):
         if p[8] != C_VERSION:
             return records, pos, SCAN_BAD, f"unknown format version {p[8]}"
         payload = PyBytes_FromStringAndSize(<const char*>(p + C_HEADER), end - pos - C_HEADER)
-        records.append(Record(rd64(p + 14), rd64(p + 22), rd32(p + 10), p[9],
-                              rd64(p + 30), rd64(p + 38), payload, base_position + pos))
+        # tuple.__new__ builds the same Record without its Python-level __new__.
+        records.append(tuple.__new__(Record, (rd64(p + 14), rd64(p + 22), rd32(p + 10), p[9],
+                                              rd64(p + 30), rd64(p + 38), payload,
+                                              base_position + pos)))
         pos = end
     return records, pos, SCAN_OK, 0
 

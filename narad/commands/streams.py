@@ -31,6 +31,7 @@ def entry_reply(entry: Entry) -> list[Any]:
     return [ids.fmt(sid), fields]
 
 
+
 def get_stream(client: Client, key: bytes) -> Stream | None:
     return client.server.store.get(client.db, key)
 
@@ -338,7 +339,7 @@ def xread(client: Client, args: list[bytes]) -> Any:
 
 
 def _read_streams(client: Client, keys: list[bytes], starts: list[int], count: int) -> Any:
-    out: dict[bytes, list[Any]] = {}
+    out: dict[bytes, Any] = {}
     for key, after in zip(keys, starts, strict=True):
         stream = get_stream(client, key)
         if stream is None or after == ids.ID_MAX:

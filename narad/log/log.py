@@ -34,7 +34,13 @@ from narad.log import checkpoint, format
 from narad.log.checkpoint import fsync_dir
 from narad.log.format import SCAN_BAD, SCAN_OK, Record
 from narad.log.index import INTERVAL_BYTES, SparseIndex
-from narad.log.segment import CorruptSegment, Segment, StaleIndex, parse_segment_name
+from narad.log.segment import (
+    CHUNK_BYTES,
+    CorruptSegment,
+    Segment,
+    StaleIndex,
+    parse_segment_name,
+)
 
 logger = logging.getLogger("narad.log")
 
@@ -578,19 +584,19 @@ class Log:
         records, or once `bytes_max` record bytes are reached."""
         end = self.written_end if end is None else min(end, self.written_end)
         offset = max(offset, self.start_offset)
-        return _take(self._iter_from(offset, end), count_max, bytes_max)
+        return _take(self._iter_from(offset, end, count_max), count_max, bytes_max)
 
-    def _iter_from(self, offset: int, end: int) -> Iterator[Record]:
+    def _iter_from(self, offset: int, end: int, count_hint: int = 1 << 30) -> Iterator[Record]:
         while True:
             try:
-                for rec in self._iter_from_once(offset, end):
+                for rec in self._iter_from_once(offset, end, count_hint):
                     yield rec
                     offset = rec.offset + 1
                 return
             except StaleIndex as exc:
                 self._rebuild_stale(exc)
 
-    def _iter_from_once(self, offset: int, end: int) -> Iterator[Record]:
+    def _iter_from_once(self, offset: int, end: int, count_hint: int) -> Iterator[Record]:
         if offset >= end:
             return
         i = max(bisect.bisect_right(self._bases, offset) - 1, 0)
@@ -598,7 +604,12 @@ class Log:
             if seg.base_offset >= end:
                 return
             position = seg.checked_entry(max(seg.index.floor_offset(offset), 0))[1]
-            for rec in seg.scan_from(position, seg.size):
+            # Read about what is asked for: the index window before `offset` plus
+            # `count_hint` records of this segment's average size.
+            records = max(seg.next_offset - seg.base_offset, 1)
+            wanted = INTERVAL_BYTES + count_hint * (seg.size // records + 1)
+            chunk = min(CHUNK_BYTES, max(wanted, 2 * INTERVAL_BYTES))
+            for rec in seg.scan_from(position, seg.size, chunk):
                 if rec.offset >= end:
                     return
                 if rec.offset >= offset:

@@ -176,7 +176,7 @@ class Stream:
     def range(self, low: int, high: int, count: int = 0) -> list[Entry]:
         """Live entries with low <= ID <= high, oldest first, at most `count` (0: all)."""
         out: list[Entry] = []
-        for offset, sid, payload in self._forward(low):
+        for offset, sid, payload in self._forward(low, count):
             if sid > high:
                 break
             if offset not in self.deleted:
@@ -185,12 +185,16 @@ class Stream:
                     break
         return out
 
-    def _forward(self, low: int) -> Iterator[tuple[int, int, bytes]]:
+    def _forward(self, low: int, count: int = 0) -> Iterator[tuple[int, int, bytes]]:
+        """(offset, ID, payload) from the first entry with ID >= low, deleted ones
+        included; read in batches sized for `count` (0: no bound known)."""
         self._readable()
         data = self.data
         offset = max(data.offset_of_id(*ids.split(low)), self.start)
+        batch_size = min(count + len(self.deleted), READ_BATCH) if count else READ_BATCH
         while True:
-            batch = data.read(offset, count_max=READ_BATCH)
+            batch = data.read(offset, count_max=batch_size)
+            batch_size = READ_BATCH
             if not batch:
                 return
             for rec in batch:
