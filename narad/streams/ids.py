@@ -27,6 +27,9 @@ def fmt(sid: int) -> bytes:
 
 def _u64(text: bytes) -> int | None:
     """Redis's string2ull: leading blanks and one '+' allowed, then digits, <= 2^64-1."""
+    if text.isdigit():  # the usual spelling
+        value = int(text)
+        return value if value <= U64_MAX else None
     text = text.lstrip(b" \t\n\r\v\f")
     if text[:1] == b"+":
         text = text[1:]
