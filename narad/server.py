@@ -228,6 +228,12 @@ class Server:
                 client.multi_failed = True
             if cmd is not None:
                 cmd.rejected += 1
+            if name == b"exec":
+                # A refused EXEC discards the transaction, if any, as in Redis.
+                client.multi = None
+                client.unwatch_all()
+                why = exc.message if exc.code == "ERR" else f"{exc.code} {exc.message}"
+                exc = CommandError(f"Transaction discarded because of: {why}", "EXECABORT")
             client.reply_error(exc)
             return
         if queueing:
@@ -253,8 +259,6 @@ class Server:
     def call(self, client: Client, cmd: Command, argv: list[bytes]) -> Any:
         """Run a checked command; its reply goes to the client (or is returned in EXEC)."""
         assert cmd.handler is not None
-        if self.monitors:
-            self._feed_monitors(client, argv)
         start = time.perf_counter_ns()
         try:
             reply = cmd.handler(client, argv)
@@ -271,6 +275,8 @@ class Server:
             self.stats.commands_processed += 1
             if usec >= self.slowlog_threshold_us >= 0:
                 self._slowlog_add(client, argv, usec)
+            if self.monitors and "admin" not in cmd.flags:
+                self._feed_monitors(client, argv)
         if reply.__class__ is Block:
             client.block(reply)
         elif client.in_exec:
@@ -295,8 +301,11 @@ class Server:
             self.slowlog.pop()
 
     def _feed_monitors(self, client: Client, argv: list[bytes]) -> None:
+        """MONITOR lines, as Redis 7.0 feeds them: after the command ran (so in its
+        db after SELECT, queued commands before their EXEC), passwords redacted,
+        admin commands not shown."""
         now = time.time()
-        args = " ".join('"' + _monitor_escape(a) + '"' for a in argv)
+        args = " ".join('"' + _monitor_escape(a) + '"' for a in _redacted(argv))
         line = f"{now:.6f} [{client.db} {client.addr}] {args}"
         from narad.resp import SimpleString
 
@@ -427,6 +436,20 @@ class Server:
                 client.close()
             self.store.close()
             logger.info("stopped")
+
+
+def _redacted(argv: list[bytes]) -> list[bytes]:
+    """`argv` as MONITOR may show it: AUTH's and HELLO AUTH's credentials hidden."""
+    name = argv[0].lower()
+    if name == b"auth":
+        return [argv[0]] + [b"(redacted)"] * (len(argv) - 1)
+    if name == b"hello":
+        shown = list(argv)
+        for i, arg in enumerate(argv):
+            if arg.lower() == b"auth":
+                shown[i + 1 : i + 3] = [b"(redacted)"] * len(shown[i + 1 : i + 3])
+        return shown
+    return argv
 
 
 def _monitor_escape(arg: bytes) -> str:
@@ -588,6 +611,18 @@ class Client(asyncio.Protocol):
             out += b"+QUEUED\r\n"
         else:
             encode_into(out, value, self.protocol)
+            limit = self.server.output_limit_bytes
+            if limit and len(out) > limit:
+                self._over_output_limit()
+
+    def _over_output_limit(self) -> None:
+        """Replies beyond the output buffer limit: drop them and the connection."""
+        logger.warning("closing client %s: output buffer limit reached", self.addr)
+        self.out.clear()
+        self.queue.clear()
+        self.closing = True
+        if self.transport is not None:
+            self.transport.abort()
 
     def reply_error(self, exc: CommandError) -> None:
         stats = self.server.stats
