@@ -45,14 +45,10 @@ def _clip(arg: bytes, limit: int = 128) -> str:
 
 SYNTAX = "syntax error"
 NOT_INTEGER = "value is not an integer or out of range"
-NOT_FLOAT = "value is not a valid float"
-TIMEOUT_NOT_INTEGER = "timeout is not an integer or out of range"
-TIMEOUT_NEGATIVE = "timeout is negative"
 INVALID_STREAM_ID = "Invalid stream ID specified as stream command argument"
 WRONGTYPE = CommandError("Operation against a key holding the wrong kind of value", "WRONGTYPE")
 NOAUTH = CommandError("Authentication required.", "NOAUTH")
 WRONGPASS = CommandError("invalid username-password pair or user is disabled.", "WRONGPASS")
-NO_SUCH_KEY = "no such key"
 
 
 def syntax() -> CommandError:

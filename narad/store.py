@@ -261,7 +261,3 @@ class Store:
         if self._lock_fd >= 0:
             os.close(self._lock_fd)
             self._lock_fd = -1
-
-    @property
-    def keys_count(self) -> int:
-        return sum(len(db) for db in self.dbs)

@@ -30,15 +30,6 @@ def _is_canonical_int(arg: bytes) -> bool:
     return (digits == b"0" and arg == b"0") or digits[:1] != b"0"
 
 
-def parse_nonnegative(arg: bytes, error: str | None = None) -> int:
-    value = parse_int(arg, error)
-    if value < 0:
-        if error is not None:
-            raise CommandError(error)
-        raise not_integer()
-    return value
-
-
 def parse_timeout_ms(arg: bytes) -> int:
     """A BLOCK timeout in milliseconds (0: forever)."""
     value = parse_int(arg, "timeout is not an integer or out of range")

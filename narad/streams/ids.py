@@ -87,10 +87,3 @@ def parse_range_bound(arg: bytes, low: bool) -> int | None:
             return None if sid == ID_MAX else sid + 1
         return None if sid == 0 else sid - 1
     return parse(arg, 0 if low else U64_MAX)
-
-
-def parse_or_error(arg: bytes, message: str) -> int:
-    try:
-        return parse(arg, strict=True)
-    except CommandError:
-        raise CommandError(message) from None
