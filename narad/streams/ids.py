@@ -6,7 +6,7 @@ as plain ints and cost one object each. Parsing follows Redis 7.0's rules and te
 
 from __future__ import annotations
 
-from narad.errors import CommandError, invalid_stream_id
+from narad.errors import invalid_stream_id
 
 U64_MAX = (1 << 64) - 1
 ID_MAX = (U64_MAX << 64) | U64_MAX
