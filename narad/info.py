@@ -36,7 +36,12 @@ DEFAULT_SECTIONS = (
     "keyspace",
     "narad",
 )
-ALL_SECTIONS = (*DEFAULT_SECTIONS, "commandstats", "latencystats")
+# INFO ALL / EVERYTHING: Redis's order (commandstats and latencystats among the
+# defaults), then Narad's own section.
+ALL_SECTIONS = (
+    "server", "clients", "memory", "persistence", "stats", "replication", "cpu", "modules",
+    "commandstats", "errorstats", "latencystats", "cluster", "keyspace", "narad",
+)
 
 
 def render(server: Server, wanted: list[str]) -> str:

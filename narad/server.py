@@ -223,6 +223,8 @@ class Server:
             if cmd.subcommands and len(argv) >= 2:
                 cmd = cmd.subcommands.get(argv[1].lower().decode("utf-8", "replace"), cmd)
             self._check(client, cmd, argv)
+            if queueing and "no_multi" in cmd.flags:
+                raise CommandError("Command not allowed inside a transaction")
         except CommandError as exc:
             if queueing:
                 client.multi_failed = True
@@ -259,6 +261,7 @@ class Server:
     def call(self, client: Client, cmd: Command, argv: list[bytes]) -> Any:
         """Run a checked command; its reply goes to the client (or is returned in EXEC)."""
         assert cmd.handler is not None
+        client.last_command = cmd.name
         start = time.perf_counter_ns()
         try:
             reply = cmd.handler(client, argv)

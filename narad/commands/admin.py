@@ -8,9 +8,17 @@ from typing import TYPE_CHECKING, Any
 
 from narad import info
 from narad.commands.args import parse_int
-from narad.commands.table import COMMANDS, command, container, docs_reply, info_reply
+from narad.commands.table import (
+    COMMANDS,
+    all_commands,
+    command,
+    container,
+    docs_reply,
+    help_reply,
+    info_reply,
+)
 from narad.config import ConfigError
-from narad.errors import CommandError, syntax, wrong_arity
+from narad.errors import CommandError, syntax, unknown_subcommand, wrong_arity
 from narad.resp import SimpleString, Verbatim
 
 if TYPE_CHECKING:
@@ -19,7 +27,7 @@ if TYPE_CHECKING:
 OK = SimpleString("OK")
 
 
-@command("info", -1, "loading stale", group="server")
+@command("info", -1, "loading stale", group="server", categories="@dangerous")
 def info_(client: Client, args: list[bytes]) -> Any:
     """Returns information and statistics about the server."""
     text = info.render(client.server, [a.decode(errors="replace") for a in args[1:]])
@@ -33,20 +41,20 @@ def time_(client: Client, args: list[bytes]) -> Any:
     return [b"%d" % (now // 1_000_000), b"%d" % (now % 1_000_000)]
 
 
-@command("lastsave", 1, "loading stale fast", group="server")
+@command("lastsave", 1, "loading stale fast", group="server", categories="@admin @dangerous")
 def lastsave(client: Client, args: list[bytes]) -> Any:
     """Returns the Unix timestamp of the last successful commit to disk."""
     return client.server.store.last_commit_s
 
 
-@command("save", 1, "admin noscript", group="server")
+@command("save", 1, "admin noscript no_async_loading no_multi", group="server")
 def save(client: Client, args: list[bytes]) -> Any:
     """Synchronously saves the database(s) to disk (Narad: commits and fsyncs now)."""
     client.server.store.commit()
     return OK
 
 
-@command("bgsave", -1, "admin noscript", group="server")
+@command("bgsave", -1, "admin noscript no_async_loading", group="server")
 def bgsave(client: Client, args: list[bytes]) -> Any:
     """Asynchronously saves the database(s) to disk (Narad: every write is already logged)."""
     return SimpleString("Background saving started")
@@ -78,7 +86,7 @@ def monitor(client: Client, args: list[bytes]) -> Any:
     return OK
 
 
-@command("wait", 3, "noscript", group="generic", since="3.0.0")
+@command("wait", 3, "noscript", group="generic", since="3.0.0", categories="@connection")
 def wait(client: Client, args: list[bytes]) -> Any:
     """Blocks until the asynchronous replication of all preceding write commands sent by
     the connection is completed (Narad: no replicas yet, so 0 at once)."""
@@ -142,7 +150,7 @@ def config_rewrite(client: Client, args: list[bytes]) -> Any:
 @command("help", 2, "loading stale", group="server", parent="config")
 def config_help(client: Client, args: list[bytes]) -> Any:
     """Returns helpful text about the different subcommands."""
-    return [
+    return help_reply([
         "CONFIG <subcommand> [<arg> [value] [opt] ...]. Subcommands are:",
         "GET <pattern>",
         "    Return parameters matching the glob-like <pattern> and their values.",
@@ -154,31 +162,45 @@ def config_help(client: Client, args: list[bytes]) -> Any:
         "    Rewrite the configuration file.",
         "HELP",
         "    Print this help.",
-    ]
+    ])
 
 
 # -- COMMAND ------------------------------------------------------------------------------
 
 
-@command("command", -1, "loading stale", group="server", since="2.8.13", complexity="O(N)")
+@command(
+    "command", -1, "loading stale", group="server", since="2.8.13", complexity="O(N)",
+    categories="@connection",
+)
 def command_(client: Client, args: list[bytes]) -> Any:
     """Returns detailed information about all commands."""
     if len(args) > 1:
-        raise CommandError(
-            f"unknown subcommand '{args[1].decode(errors='replace')}'. Try COMMAND HELP."
-        )
+        # COMMAND both answers alone and has subcommands; when the dispatcher hands
+        # COMMAND <sub> ... here, dispatch it as it would have.
+        sub = COMMANDS[b"command"].subcommands.get(args[1].lower().decode("utf-8", "replace"))
+        if sub is None or sub.handler is None:
+            raise unknown_subcommand(args[1], "command")
+        if not sub.check_arity(len(args)):
+            raise wrong_arity(sub.name)
+        return sub.handler(client, args)
     return [
         info_reply(cmd) for cmd in COMMANDS.values() if cmd.handler is not None or cmd.subcommands
     ]
 
 
-@command("count", 2, "loading stale", group="server", parent="command", since="2.8.13")
+@command(
+    "count", 2, "loading stale", group="server",
+    parent="command", since="2.8.13", categories="@connection",
+)
 def command_count(client: Client, args: list[bytes]) -> Any:
     """Returns a count of commands."""
     return len(COMMANDS)
 
 
-@command("info", -2, "loading stale", group="server", parent="command", since="2.8.13")
+@command(
+    "info", -2, "loading stale", group="server",
+    parent="command", since="2.8.13", categories="@connection",
+)
 def command_info(client: Client, args: list[bytes]) -> Any:
     """Returns information about one, multiple or all commands."""
     if len(args) == 2:
@@ -191,17 +213,25 @@ def _lookup_info(name: bytes) -> Any:
     return info_reply(cmd) if cmd is not None else None
 
 
-@command("docs", -2, "loading stale", group="server", parent="command", since="7.0.0")
+@command(
+    "docs", -2, "loading stale", group="server",
+    parent="command", since="7.0.0", categories="@connection",
+)
 def command_docs(client: Client, args: list[bytes]) -> Any:
     """Returns documentary information about one, multiple or all commands."""
     names = [n.lower() for n in args[2:]] or list(COMMANDS)
     return {name.decode(): docs_reply(COMMANDS[name]) for name in names if name in COMMANDS}
 
 
-@command("list", -2, "loading stale", group="server", parent="command", since="7.0.0")
+@command(
+    "list", -2, "loading stale", group="server",
+    parent="command", since="7.0.0", categories="@connection",
+)
 def command_list(client: Client, args: list[bytes]) -> Any:
     """Returns a list of command names."""
-    names = [cmd.name for cmd in COMMANDS.values()]
+    # As in Redis 7.0, subcommands are listed too, by their full names ("client|list").
+    commands = [c for c in all_commands() if c.handler is not None or c.subcommands]
+    names = [cmd.name for cmd in commands]
     if len(args) == 5 and args[2].lower() == b"filterby":
         kind, value = args[3].lower(), args[4].decode(errors="replace").lower()
         if kind == b"pattern":
@@ -209,7 +239,7 @@ def command_list(client: Client, args: list[bytes]) -> Any:
 
             names = [n for n in names if glob_match(value.encode(), n.encode())]
         elif kind == b"aclcat":
-            names = [c.name for c in COMMANDS.values() if f"@{value}" in c.categories]
+            names = [c.name for c in commands if f"@{value}" in c.categories]
         elif kind == b"module":
             names = []
         else:
@@ -219,7 +249,10 @@ def command_list(client: Client, args: list[bytes]) -> Any:
     return names
 
 
-@command("getkeys", -4, "loading stale", group="server", parent="command", since="2.8.13")
+@command(
+    "getkeys", -4, "loading stale", group="server",
+    parent="command", since="2.8.13", categories="@connection",
+)
 def command_getkeys(client: Client, args: list[bytes]) -> Any:
     """Extracts the key names from an arbitrary command."""
     argv = args[2:]
@@ -247,10 +280,10 @@ def _stream_read_keys(argv: list[bytes]) -> list[bytes]:
     raise CommandError("Invalid arguments specified for command")
 
 
-@command("help", 2, "loading stale", group="server", parent="command")
+@command("help", 2, "loading stale", group="server", parent="command", categories="@connection")
 def command_help(client: Client, args: list[bytes]) -> Any:
     """Returns helpful text about the different subcommands."""
-    return [
+    return help_reply([
         "COMMAND <subcommand> [<arg> [value] [opt] ...]. Subcommands are:",
         "(no subcommand)",
         "    Return details about all commands.",
@@ -266,7 +299,7 @@ def command_help(client: Client, args: list[bytes]) -> Any:
         "    Return the keys from a full command.",
         "HELP",
         "    Print this help.",
-    ]
+    ])
 
 
 # -- FUNCTION, SLOWLOG ----------------------------------------------------------------------
@@ -304,7 +337,10 @@ def slowlog_get(client: Client, args: list[bytes]) -> Any:
         if count == -1:
             count = len(client.server.slowlog)
     elif len(args) > 3:
-        raise wrong_arity("slowlog|get")
+        raise CommandError(
+            "unknown subcommand or wrong number of arguments for "
+            f"'{args[1].decode(errors='replace')}'. Try SLOWLOG HELP."
+        )
     return [
         [e.id, e.at_s, e.usec, e.argv, e.addr.encode(), e.name.encode()]
         for e in list(client.server.slowlog)[:count]
@@ -327,7 +363,7 @@ def slowlog_reset(client: Client, args: list[bytes]) -> Any:
 @command("help", 2, "loading stale", group="server", parent="slowlog")
 def slowlog_help(client: Client, args: list[bytes]) -> Any:
     """Show helpful text about the different subcommands."""
-    return [
+    return help_reply([
         "SLOWLOG <subcommand> [<arg> [value] [opt] ...]. Subcommands are:",
         "GET [<count>]",
         "    Return top <count> entries from the slowlog (default: 10, -1 mean all).",
@@ -337,4 +373,4 @@ def slowlog_help(client: Client, args: list[bytes]) -> Any:
         "    Reset the slowlog.",
         "HELP",
         "    Print this help.",
-    ]
+    ])

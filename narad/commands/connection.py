@@ -4,10 +4,11 @@ from __future__ import annotations
 
 import hmac
 import time
+from collections.abc import Iterable
 from typing import TYPE_CHECKING, Any
 
 from narad.commands.args import parse_int
-from narad.commands.table import command, container
+from narad.commands.table import command, container, help_reply
 from narad.errors import WRONGPASS, CommandError, syntax, unknown_subcommand
 from narad.resp import SimpleString, Verbatim
 
@@ -18,7 +19,7 @@ OK = SimpleString("OK")
 REDIS_VERSION = "7.0.15"  # the Redis whose commands Narad answers as
 
 
-@command("ping", -1, "fast stale", group="connection")
+@command("ping", -1, "fast", group="connection")
 def ping(client: Client, args: list[bytes]) -> Any:
     """Returns the server's liveliness response."""
     if len(args) > 2:
@@ -28,7 +29,7 @@ def ping(client: Client, args: list[bytes]) -> Any:
     return args[1] if len(args) == 2 else SimpleString("PONG")
 
 
-@command("echo", 2, "fast stale", group="connection")
+@command("echo", 2, "fast loading stale", group="connection")
 def echo(client: Client, args: list[bytes]) -> Any:
     """Returns the given string."""
     return args[1]
@@ -43,12 +44,21 @@ def check_password(client: Client, user: bytes, password: bytes) -> None:
         raise WRONGPASS
 
 
-@command("auth", -2, "noauth loading stale fast no_auth", group="connection")
+def _redact(args: list[bytes], positions: Iterable[int]) -> None:
+    """Passwords never reach the slow log (which records `args` after the call)."""
+    for i in positions:
+        args[i] = b"(redacted)"
+
+
+@command(
+    "auth", -2, "noauth noscript loading stale fast no_auth allow_busy", group="connection"
+)
 def auth(client: Client, args: list[bytes]) -> Any:
     """Authenticates the connection."""
     if len(args) > 3:
         raise syntax()
     user, password = (b"default", args[1]) if len(args) == 2 else (args[1], args[2])
+    _redact(args, range(1, len(args)))
     if len(args) == 2 and not client.server.config["requirepass"]:
         raise CommandError(
             "AUTH <password> called without any password configured for the default user. "
@@ -59,7 +69,10 @@ def auth(client: Client, args: list[bytes]) -> Any:
     return OK
 
 
-@command("hello", -1, "noauth loading stale fast no_auth", group="connection", since="6.0.0")
+@command(
+    "hello", -1, "noauth noscript loading stale fast no_auth allow_busy", group="connection",
+    since="6.0.0",
+)
 def hello(client: Client, args: list[bytes]) -> Any:
     """Handshakes with the Redis server."""
     protocol = client.protocol
@@ -76,7 +89,9 @@ def hello(client: Client, args: list[bytes]) -> Any:
     while i < len(args):
         opt = args[i].lower()
         if opt == b"auth" and i + 2 < len(args):
-            check_password(client, args[i + 1], args[i + 2])
+            user, password = args[i + 1], args[i + 2]
+            _redact(args, (i + 1, i + 2))
+            check_password(client, user, password)
             client.authenticated = True
             i += 3
         elif opt == b"setname" and i + 1 < len(args):
@@ -105,14 +120,19 @@ def hello(client: Client, args: list[bytes]) -> Any:
     }
 
 
-@command("quit", -1, "noauth loading stale fast no_auth allow_busy", group="connection")
+@command(
+    "quit", -1, "noauth noscript loading stale fast no_auth allow_busy", group="connection"
+)
 def quit_(client: Client, args: list[bytes]) -> Any:
     """Closes the connection."""
     client.close_after_reply()
     return OK
 
 
-@command("reset", 1, "noauth loading stale fast no_auth", group="connection", since="6.2.0")
+@command(
+    "reset", 1, "noauth noscript loading stale fast no_auth allow_busy", group="connection",
+    since="6.2.0",
+)
 def reset(client: Client, args: list[bytes]) -> Any:
     """Resets the connection."""
     client.reset()
@@ -242,7 +262,8 @@ def client_kill(client: Client, args: list[bytes]) -> Any:
             elif name == b"laddr":
                 keep |= other.laddr != value.decode(errors="replace")
             elif name == b"user":
-                keep |= value != b"default"
+                if value != b"default":
+                    raise CommandError(f"No such user '{value.decode(errors='replace')}'")
             elif name == b"skipme":
                 if value.lower() not in (b"yes", b"no"):
                     raise syntax()
@@ -310,7 +331,7 @@ def client_no_touch(client: Client, args: list[bytes]) -> Any:
 @command("help", 2, "loading stale", group="connection", parent="client")
 def client_help(client: Client, args: list[bytes]) -> Any:
     """Returns helpful text about the different subcommands."""
-    return [
+    return help_reply([
         "CLIENT <subcommand> [<arg> [value] [opt] ...]. Subcommands are:",
         "ID",
         "    Return the ID of the current connection.",
@@ -332,7 +353,7 @@ def client_help(client: Client, args: list[bytes]) -> Any:
         "    Accepted; Narad never evicts clients.",
         "HELP",
         "    Print this help.",
-    ]
+    ])
 
 
 def unknown_client_subcommand(sub: bytes) -> CommandError:

@@ -4,7 +4,9 @@ FLUSHDB, FLUSHALL, SELECT, SWAPDB. Every key is a stream (a queue is a stream to
 from __future__ import annotations
 
 import fnmatch
+import heapq
 import re
+from collections.abc import Collection
 from functools import lru_cache
 from typing import TYPE_CHECKING, Any
 
@@ -29,26 +31,29 @@ def _delete(client: Client, keys: list[bytes]) -> int:
     return removed
 
 
-@command("del", -2, "write", (1, -1, 1), "generic", complexity="O(N)")
+@command("del", -2, "write", (1, -1, 1), "generic", complexity="O(N)", categories="@keyspace")
 def del_(client: Client, args: list[bytes]) -> Any:
     """Deletes one or more keys."""
     return _delete(client, args[1:])
 
 
-@command("unlink", -2, "write fast", (1, -1, 1), "generic", since="4.0.0", complexity="O(1)")
+@command(
+    "unlink", -2, "write fast", (1, -1, 1), "generic", since="4.0.0", complexity="O(1)",
+    categories="@keyspace",
+)
 def unlink(client: Client, args: list[bytes]) -> Any:
     """Asynchronously deletes one or more keys."""
     return _delete(client, args[1:])
 
 
-@command("exists", -2, "readonly fast", (1, -1, 1), "generic", since="1.0.0")
+@command("exists", -2, "readonly fast", (1, -1, 1), "generic", categories="@keyspace")
 def exists(client: Client, args: list[bytes]) -> Any:
     """Determines whether one or more keys exist."""
     store = client.server.store
     return sum(1 for key in args[1:] if store.get(client.db, key) is not None)
 
 
-@command("type", 2, "readonly fast", (1, 1, 1), "generic")
+@command("type", 2, "readonly fast", (1, 1, 1), "generic", categories="@keyspace")
 def type_(client: Client, args: list[bytes]) -> Any:
     """Determines the type of value stored at a key."""
     found = client.server.store.get(client.db, args[1]) is not None
@@ -56,53 +61,123 @@ def type_(client: Client, args: list[bytes]) -> Any:
 
 
 @lru_cache(maxsize=256)
-def glob_regex(pattern: bytes) -> re.Pattern[bytes]:
-    """Redis's glob (stringmatchlen): * ? [abc] [^a] [a-z] and \\ escapes."""
-    out = []
-    i = 0
-    while i < len(pattern):
-        ch = pattern[i : i + 1]
-        if ch == b"\\" and i + 1 < len(pattern):
-            out.append(re.escape(pattern[i + 1 : i + 2]))
-            i += 2
-            continue
-        if ch == b"*":
-            out.append(b".*")
-        elif ch == b"?":
-            out.append(b".")
-        elif ch == b"[":
-            end = pattern.find(b"]", i + 1)
-            if end < 0:
-                out.append(re.escape(pattern[i:]))
-                break
-            body = pattern[i + 1 : end]
-            negate = body[:1] == b"^"
+def glob_regex(pattern: bytes) -> re.Pattern[bytes] | None:
+    """A regex equal to Redis's glob for patterns of literals, `*` and `?` only (the
+    common case, matched in C); None for patterns with `[` or `\\`, which take
+    `stringmatch`, the line-by-line port of Redis's matcher. fnmatch's translation
+    puts each `*` segment in an atomic group, so matching stays linear however many
+    stars a pattern has (no catastrophic backtracking)."""
+    if b"[" in pattern or b"\\" in pattern:
+        return None
+    return re.compile(fnmatch.translate(pattern.decode("latin-1")).encode("latin-1"))
+
+
+def stringmatch(pattern: bytes, string: bytes) -> bool:
+    """Redis 7.0's stringmatchlen (util.c), case-sensitive, with its edge cases: an
+    unclosed `[` class ends at the pattern's end, `[z-a]` is the range a-z, `\\`
+    escapes inside and outside classes, and an empty string matches only an empty
+    pattern."""
+    return _match(pattern, 0, string, 0, [False], 0)
+
+
+# Like Redis 7.2 (whose limit is 1000), a pattern that nests `*` deeper than this
+# matches nothing, so that no pattern can exhaust the interpreter's stack.
+MAX_STAR_NESTING = 300
+
+
+def _match(p: bytes, pi: int, s: bytes, si: int, skip_longer: list[bool], depth: int) -> bool:
+    if depth > MAX_STAR_NESTING:
+        return False
+    plen, slen = len(p), len(s)
+    while pi < plen and si < slen:
+        ch = p[pi]
+        if ch == 42:  # *
+            while pi + 1 < plen and p[pi + 1] == 42:
+                pi += 1
+            if pi + 1 == plen:
+                return True
+            while si < slen:
+                if _match(p, pi + 1, s, si, skip_longer, depth + 1):
+                    return True
+                if skip_longer[0]:
+                    return False
+                si += 1
+            skip_longer[0] = True
+            return False
+        if ch == 63:  # ?
+            si += 1
+        elif ch == 91:  # [
+            pi += 1
+            negate = pi < plen and p[pi] == 94  # ^
             if negate:
-                body = body[1:]
-            out.append(b"[" + (b"^" if negate else b"") + body.replace(b"\\", b"\\\\") + b"]")
-            i = end
+                pi += 1
+            matched = False
+            c = s[si]
+            while True:
+                if pi < plen and p[pi] == 92 and plen - pi >= 2:  # \ escape
+                    pi += 1
+                    if p[pi] == c:
+                        matched = True
+                elif pi < plen and p[pi] == 93:  # ]
+                    break
+                elif pi >= plen:  # unclosed: the class ends with the pattern
+                    pi -= 1
+                    break
+                elif plen - pi >= 3 and p[pi + 1] == 45:  # a-z, compared as C's signed chars
+                    start, end = sorted((_signed(p[pi]), _signed(p[pi + 2])))
+                    pi += 2
+                    if start <= _signed(c) <= end:
+                        matched = True
+                elif p[pi] == c:
+                    matched = True
+                pi += 1
+            if negate:
+                matched = not matched
+            if not matched:
+                return False
+            si += 1
         else:
-            out.append(re.escape(ch))
-        i += 1
-    return re.compile(b"(?s:" + b"".join(out) + b")\\Z")
+            if ch == 92 and plen - pi >= 2:  # \ escape
+                pi += 1
+            if p[pi] != s[si]:
+                return False
+            si += 1
+        pi += 1
+        if si == slen:
+            while pi < plen and p[pi] == 42:
+                pi += 1
+            break
+    return pi >= plen and si == slen
+
+
+def _signed(byte: int) -> int:
+    return byte - 256 if byte > 127 else byte
 
 
 def glob_match(pattern: bytes, name: bytes) -> bool:
     if pattern == b"*":
         return True
-    try:
-        return glob_regex(pattern).match(name) is not None
-    except re.error:
-        return fnmatch.fnmatchcase(name.decode("latin-1"), pattern.decode("latin-1"))
+    if not name:
+        return not pattern
+    regex = glob_regex(pattern)
+    if regex is not None:
+        return regex.match(name) is not None
+    return stringmatch(pattern, name)
 
 
-@command("keys", 2, "readonly", (0, 0, 0), "generic", complexity="O(N)")
+@command(
+    "keys", 2, "readonly", (0, 0, 0), "generic", complexity="O(N)",
+    categories="@keyspace @dangerous",
+)
 def keys(client: Client, args: list[bytes]) -> Any:
     """Returns all key names that match a pattern."""
     return [k for k in client.server.store.dbs[client.db] if glob_match(args[1], k)]
 
 
-@command("scan", -2, "readonly", (0, 0, 0), "generic", since="2.8.0", complexity="O(N)")
+@command(
+    "scan", -2, "readonly", (0, 0, 0), "generic", since="2.8.0", complexity="O(N)",
+    categories="@keyspace",
+)
 def scan(client: Client, args: list[bytes]) -> Any:
     """Iterates over the key names in the database."""
     cursor = _parse_cursor(args[1])
@@ -123,14 +198,37 @@ def scan(client: Client, args: list[bytes]) -> Any:
         else:
             raise syntax()
         i += 2
-    # The cursor is a position in the key order of the moment: keys present during the
-    # whole scan are returned at least once, as SCAN promises.
-    names = sorted(client.server.store.dbs[client.db])
-    chunk = names[cursor : cursor + count]
-    following = cursor + count if cursor + count < len(names) else 0
+    following, chunk = scan_positions(client.server.store.dbs[client.db], cursor, count)
     if kind not in (None, b"stream"):
         chunk = []
     return [b"%d" % following, [k for k in chunk if glob_match(pattern, k)]]
+
+
+_POSITION_MASK = (1 << 63) - 1
+
+
+def _position(key: bytes) -> int:
+    """A key's fixed place in the scan order, 1 .. 2**63: its hash, which Python
+    caches on the key object. Positions do not move when other keys come and go."""
+    return (hash(key) & _POSITION_MASK) + 1
+
+
+def scan_positions(keys: Collection[bytes], cursor: int, count: int) -> tuple[int, list[bytes]]:
+    """One SCAN step over `keys`: about `count` keys at positions >= `cursor`, in
+    position order, and the next cursor (0 at the end). Because a key's position is
+    fixed, a key present during a whole iteration is returned at least once however
+    the keyspace changes meanwhile, as Redis's SCAN promises; keys sharing a position
+    are always returned together."""
+    ahead = [(pos, key) for key in keys if (pos := _position(key)) >= cursor]
+    if len(ahead) <= count:
+        return 0, [key for _, key in ahead]
+    ahead = heapq.nsmallest(count + 1, ahead)
+    following = ahead[count][0]
+    chunk = [key for pos, key in ahead if pos < following]
+    if not chunk:  # count + 1 keys at one position: take that whole run
+        chunk = [key for key in keys if _position(key) == following]
+        following += 1
+    return following, chunk
 
 
 def _parse_cursor(arg: bytes) -> int:
@@ -148,14 +246,16 @@ def _parse_cursor(arg: bytes) -> int:
     return (-value) % (1 << 64) if negative else value
 
 
-@command("rename", 3, "write", (1, 2, 1), "generic", complexity="O(1)")
+@command("rename", 3, "write", (1, 2, 1), "generic", complexity="O(1)", categories="@keyspace")
 def rename(client: Client, args: list[bytes]) -> Any:
     """Renames a key and overwrites the destination."""
     _rename(client, args[1], args[2], nx=False)
     return OK
 
 
-@command("renamenx", 3, "write fast", (1, 2, 1), "generic", complexity="O(1)")
+@command(
+    "renamenx", 3, "write fast", (1, 2, 1), "generic", complexity="O(1)", categories="@keyspace"
+)
 def renamenx(client: Client, args: list[bytes]) -> Any:
     """Renames a key only when the target key name doesn't exist."""
     return 1 if _rename(client, args[1], args[2], nx=True) else 0
@@ -173,7 +273,7 @@ def _rename(client: Client, src: bytes, dst: bytes, nx: bool) -> bool:
     return True
 
 
-@command("dbsize", 1, "readonly fast", group="server")
+@command("dbsize", 1, "readonly fast", group="server", categories="@keyspace")
 def dbsize(client: Client, args: list[bytes]) -> Any:
     """Returns the number of keys in the database."""
     return len(client.server.store.dbs[client.db])
@@ -184,7 +284,9 @@ def _flush_args(args: list[bytes]) -> None:
         raise syntax()
 
 
-@command("flushdb", -1, "write", group="server", complexity="O(N)")
+@command(
+    "flushdb", -1, "write", group="server", complexity="O(N)", categories="@keyspace @dangerous"
+)
 def flushdb(client: Client, args: list[bytes]) -> Any:
     """Remove all keys from the current database."""
     _flush_args(args)
@@ -192,7 +294,9 @@ def flushdb(client: Client, args: list[bytes]) -> Any:
     return OK
 
 
-@command("flushall", -1, "write", group="server", complexity="O(N)")
+@command(
+    "flushall", -1, "write", group="server", complexity="O(N)", categories="@keyspace @dangerous"
+)
 def flushall(client: Client, args: list[bytes]) -> Any:
     """Removes all keys from all databases."""
     _flush_args(args)
@@ -203,10 +307,10 @@ def flushall(client: Client, args: list[bytes]) -> Any:
 
 def _flush(client: Client, db: int) -> None:
     store = client.server.store
+    # Each delete tells the key's WATCHers (Redis too only spoils keys that existed).
     for key in list(store.dbs[db]):
         store.delete(db, key)
         client.server.signal_key(db, key)
-    client.server.touch_db(db)
 
 
 def db_index(client: Client, arg: bytes) -> int:
@@ -223,7 +327,10 @@ def select(client: Client, args: list[bytes]) -> Any:
     return OK
 
 
-@command("swapdb", 3, "write fast", group="server", since="4.0.0", complexity="O(N)")
+@command(
+    "swapdb", 3, "write fast", group="server", since="4.0.0", complexity="O(N)",
+    categories="@keyspace @dangerous",
+)
 def swapdb(client: Client, args: list[bytes]) -> Any:
     """Swaps two Redis databases."""
     a = parse_int(args[1], "invalid first DB index")
@@ -233,6 +340,18 @@ def swapdb(client: Client, args: list[bytes]) -> Any:
         raise CommandError("DB index is out of range")
     if a != b:
         client.server.store.swapdb(a, b)
-        client.server.touch_db(a)
-        client.server.touch_db(b)
+        _swapped(client, a, b)
     return OK
+
+
+def _swapped(client: Client, a: int, b: int) -> None:
+    """After SWAPDB a b, as Redis: WATCHed keys that exist in either database are
+    spoiled, and readers blocked in either get another look."""
+    server = client.server
+    dbs = server.store.dbs
+    for db, key in list(server.watchers):
+        if db in (a, b) and (key in dbs[a] or key in dbs[b]):
+            server.key_touched(db, key)
+    for db, key in list(server.waiters):
+        if db in (a, b):
+            server.signal_key(db, key)

@@ -309,7 +309,7 @@ def xsetid(client: Client, args: list[bytes]) -> Any:
 @command(
     "xread",
     -4,
-    "readonly blocking",
+    "readonly blocking movablekeys",
     (0, 0, 0),
     "stream",
     since="5.0.0",

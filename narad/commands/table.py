@@ -11,7 +11,8 @@ stale, no_multi, ...); `write` decides what a replica refuses and what is replic
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Iterable, Iterator
+from collections.abc import Set as AbstractSet
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
@@ -65,11 +66,13 @@ def command(
     since: str = "1.0.0",
     complexity: str = "O(1)",
     parent: str | None = None,
+    categories: str = "",
 ) -> Callable[[Handler], Handler]:
-    """Register the decorated handler `handler(client, args)`; args[0] is the name."""
+    """Register the decorated handler `handler(client, args)`; args[0] is the name.
+    `categories` adds ACL categories to those the flags and group imply."""
 
     def register(handler: Handler) -> Handler:
-        categories = _categories(flags, group)
+        all_categories = (*_categories(flags, group), *categories.split())
         cmd = Command(
             name if parent is None else f"{parent}|{name}",
             handler,
@@ -80,7 +83,7 @@ def command(
             summary or (handler.__doc__ or "").strip().splitlines()[0],
             since,
             complexity,
-            categories,
+            all_categories,
         )
         if parent is None:
             existing = COMMANDS.get(name.encode())
@@ -99,6 +102,7 @@ def command(
                     (0, 0, 0),
                     group,
                     f"A container for {parent.upper()} commands",
+                    categories=("@slow",),
                 ),
             )
             container.subcommands[name] = cmd
@@ -110,14 +114,24 @@ def command(
 def container(name: str, group: str, summary: str, since: str = "1.0.0") -> None:
     """Declare a command that only dispatches to subcommands (CLIENT, CONFIG, ...)."""
     cmd = COMMANDS.setdefault(
-        name.encode(), Command(name, None, -2, frozenset(), (0, 0, 0), group, summary)
+        name.encode(),
+        Command(name, None, -2, frozenset(), (0, 0, 0), group, summary, categories=("@slow",)),
     )
     cmd.summary, cmd.since, cmd.group = summary, since, group
     LOOKUP[name.encode()] = LOOKUP[name.upper().encode()] = cmd
 
 
+GROUP_CATEGORIES = {
+    "stream": "@stream",
+    "connection": "@connection",
+    "transactions": "@transaction",
+    "keyspace": "@keyspace",
+    "scripting": "@scripting",
+}
+
+
 def _categories(flags: str, group: str) -> tuple[str, ...]:
-    cats = [f"@{group}"] if group in ("stream", "connection", "transaction", "keyspace") else []
+    cats = [GROUP_CATEGORIES[group]] if group in GROUP_CATEGORIES else []
     names = flags.split()
     if "write" in names:
         cats.append("@write")
@@ -137,48 +151,97 @@ def _categories(flags: str, group: str) -> tuple[str, ...]:
 # -- COMMAND replies ------------------------------------------------------------------
 
 
+# The flags COMMAND shows, in Redis 7.0's order (addReplyCommandFlags); flags Narad
+# uses internally only (such as `noauth`) are not shown.
+SHOWN_FLAGS = (
+    "write", "readonly", "denyoom", "module", "admin", "pubsub", "noscript", "blocking",
+    "loading", "stale", "skip_monitor", "skip_slowlog", "asking", "fast", "no_auth",
+    "no_mandatory_keys", "no_async_loading", "no_multi", "movablekeys", "allow_busy",
+)
+# ACL categories in Redis 7.0's order (ACLCommandCategories).
+CATEGORY_ORDER = (
+    "@keyspace", "@read", "@write", "@set", "@sortedset", "@list", "@hash", "@string",
+    "@bitmap", "@hyperloglog", "@geo", "@stream", "@pubsub", "@admin", "@fast", "@slow",
+    "@blocking", "@dangerous", "@connection", "@transaction", "@scripting",
+)
+
+
 def info_reply(cmd: Command) -> list[Any]:
-    """COMMAND INFO's array for one command, as Redis 7 shapes it."""
+    """COMMAND INFO's array for one command, as Redis 7 shapes it: flags and
+    categories are sets of simple strings (arrays under RESP2), in Redis's order."""
     first, last, step = cmd.keys
+    flags = [f for f in SHOWN_FLAGS if f in cmd.flags]
+    categories = sorted(
+        cmd.categories,
+        key=lambda c: CATEGORY_ORDER.index(c) if c in CATEGORY_ORDER else len(CATEGORY_ORDER),
+    )
     return [
         cmd.name,
         cmd.arity,
-        [_status(f) for f in sorted(cmd.flags)],
+        _ordered_set(flags),
         first,
         last,
         step,
-        list(cmd.categories),
-        [],
+        _ordered_set(categories),
+        _ListSet([]),  # tips
         _key_specs(cmd),
-        [info_reply(sub) for sub in cmd.subcommands.values()],
+        # Redis answers an empty set when there are no subcommands, else an array.
+        [info_reply(sub) for sub in cmd.subcommands.values()] or _ListSet([]),
     ]
 
 
-def _status(flag: str) -> Any:
+def help_reply(lines: Iterable[str]) -> list[Any]:
+    """A HELP subcommand's reply: one simple string per line, as Redis sends them."""
     from narad.resp import SimpleString
 
-    return SimpleString(flag)
+    return [SimpleString(line) for line in lines]
 
 
-def _key_specs(cmd: Command) -> list[Any]:
+class _ListSet(AbstractSet[Any]):
+    """A RESP3 set reply (an array under RESP2) that keeps its items' order and may
+    hold unhashable items such as maps."""
+
+    def __init__(self, items: list[Any]) -> None:
+        self.items = items
+
+    def __iter__(self) -> Iterator[Any]:
+        return iter(self.items)
+
+    def __len__(self) -> int:
+        return len(self.items)
+
+    def __contains__(self, item: object) -> bool:
+        return item in self.items
+
+
+def _ordered_set(names: Iterable[str]) -> Any:
+    """A RESP3 set of simple strings, in the given order."""
+    from narad.resp import SimpleString
+
+    return _ListSet([SimpleString(name) for name in names])
+
+
+def _key_specs(cmd: Command) -> Any:
     first, last, step = cmd.keys
     if first == 0:
-        return []
+        return _ListSet([])
     access = "RW" if "write" in cmd.flags else "RO"
-    return [
-        {
-            "begin_search": {"type": "index", "spec": {"index": first}},
-            "find_keys": {
-                "type": "range",
-                "spec": {
-                    "lastkey": last if last < 0 else last - first,
-                    "keystep": step,
-                    "limit": 0,
+    return _ListSet(
+        [
+            {
+                "flags": _ordered_set([access]),
+                "begin_search": {"type": "index", "spec": {"index": first}},
+                "find_keys": {
+                    "type": "range",
+                    "spec": {
+                        "lastkey": last if last < 0 else last - first,
+                        "keystep": step,
+                        "limit": 0,
+                    },
                 },
-            },
-            "flags": [access],
-        }
-    ]
+            }
+        ]
+    )
 
 
 def docs_reply(cmd: Command) -> dict[str, Any]:
