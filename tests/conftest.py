@@ -37,3 +37,25 @@ def redis_server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[RedisProc
     server.start()
     yield server
     server.stop()
+
+
+# A server pair started with a password, for AUTH and pre-auth tests.
+PASSWORD = "s3cret"
+
+
+@pytest.fixture(scope="module")
+def narad_pw(tmp_path_factory: pytest.TempPathFactory) -> Iterator[NaradProcess]:
+    server = NaradProcess(tmp_path_factory.mktemp("narad-pw"), ["--requirepass", PASSWORD])
+    server.start()
+    yield server
+    server.stop()
+
+
+@pytest.fixture(scope="module")
+def redis_pw(tmp_path_factory: pytest.TempPathFactory) -> Iterator[RedisProcess]:
+    if not have_redis_server():
+        pytest.skip("redis-server is not installed")
+    server = RedisProcess(tmp_path_factory.mktemp("redis-pw"), ["--requirepass", PASSWORD])
+    server.start()
+    yield server
+    server.stop()

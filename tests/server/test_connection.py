@@ -4,7 +4,6 @@ RESET and CLIENT ..., side by side with redis-server 7.0 where Redis 7.0 has the
 from __future__ import annotations
 
 import socket
-from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
@@ -13,7 +12,7 @@ from redis.backoff import NoBackoff
 from redis.retry import Retry
 
 from tests.server.raw import Raw, call_both
-from tests.servers import NaradProcess, RedisProcess, have_redis_server, wait_until
+from tests.servers import NaradProcess, RedisProcess, wait_until
 
 SCRIPTS = {
     "ping_echo": [
@@ -246,24 +245,6 @@ def anyio_backend() -> str:
 
 
 # -- AUTH and requirepass -------------------------------------------------------------------
-
-
-@pytest.fixture(scope="module")
-def narad_pw(tmp_path_factory: pytest.TempPathFactory) -> Iterator[NaradProcess]:
-    server = NaradProcess(tmp_path_factory.mktemp("narad-pw"), ["--requirepass", "s3cret"])
-    server.start()
-    yield server
-    server.stop()
-
-
-@pytest.fixture(scope="module")
-def redis_pw(tmp_path_factory: pytest.TempPathFactory) -> Iterator[RedisProcess]:
-    if not have_redis_server():
-        pytest.skip("redis-server is not installed")
-    server = RedisProcess(tmp_path_factory.mktemp("redis-pw"), ["--requirepass", "s3cret"])
-    server.start()
-    yield server
-    server.stop()
 
 
 AUTH_SCRIPTS = {

@@ -18,7 +18,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from tests.server.raw import Raw, encode
-from tests.servers import NaradProcess, RedisProcess, have_redis_server
+from tests.servers import NaradProcess, RedisProcess
 
 
 def exchange(port: int, data: bytes | list[bytes]) -> bytes:
@@ -247,24 +247,6 @@ def test_redis_py_non_transaction_pipeline(shared_narad: NaradProcess) -> None:
 # -- before AUTH ---------------------------------------------------------------------------
 
 
-@pytest.fixture(scope="module")
-def narad_pw(tmp_path_factory: pytest.TempPathFactory) -> Iterator[NaradProcess]:
-    server = NaradProcess(tmp_path_factory.mktemp("narad-pw"), ["--requirepass", "pw"])
-    server.start()
-    yield server
-    server.stop()
-
-
-@pytest.fixture(scope="module")
-def redis_pw(tmp_path_factory: pytest.TempPathFactory) -> Iterator[RedisProcess]:
-    if not have_redis_server():
-        pytest.skip("redis-server is not installed")
-    server = RedisProcess(tmp_path_factory.mktemp("redis-pw"), ["--requirepass", "pw"])
-    server.start()
-    yield server
-    server.stop()
-
-
 UNAUTHENTICATED = [
     b"*11\r\n",
     b"*10\r\n",
@@ -273,11 +255,11 @@ UNAUTHENTICATED = [
     b"A" * 20000 + b"\r\n",
     b"PING\r\n",
     b"PING x y z\r\n",
-    b"AUTH pw\r\n*20\r\n",
-    b"*2\r\n$4\r\nAUTH\r\n$2\r\npw\r\n*1\r\n$20000\r\n",
+    b"AUTH s3cret\r\n*20\r\n",
+    b"*2\r\n$4\r\nAUTH\r\n$6\r\ns3cret\r\n*1\r\n$20000\r\n",
     b"AUTH wrong\r\n*11\r\n",
-    b"AUTH pw\r\nPING\r\n",
-    b"HELLO 3 AUTH default pw\r\n*1\r\n$20000\r\n",
+    b"AUTH s3cret\r\nPING\r\n",
+    b"HELLO 3 AUTH default s3cret\r\n*1\r\n$20000\r\n",
 ]
 
 
@@ -294,19 +276,54 @@ def test_unauthenticated_limits_as_redis(
 # -- fuzzing ---------------------------------------------------------------------------------
 
 TOKENS = [
-    b"*", b"$", b"\r\n", b"\n", b"\r", b"0", b"1", b"2", b"3", b"-1", b"10", b"1024",
-    b"99999999999", b"PING", b"ECHO", b"XADD", b"XRANGE", b"XREAD", b"XLEN", b"DEL",
-    b"MULTI", b"EXEC", b"BLOCK", b"STREAMS", b"COUNT", b"fuzz", b"-", b"+", b"*", b"$",
-    b'"', b"'", b"\\x4", b"\\", b" ", b"\x00", b"\xff", b":", b"_", b"%", b"~",
+    b"*",
+    b"$",
+    b"\r\n",
+    b"\n",
+    b"\r",
+    b"0",
+    b"1",
+    b"2",
+    b"3",
+    b"-1",
+    b"10",
+    b"1024",
+    b"99999999999",
+    b"PING",
+    b"ECHO",
+    b"XADD",
+    b"XRANGE",
+    b"XREAD",
+    b"XLEN",
+    b"DEL",
+    b"MULTI",
+    b"EXEC",
+    b"BLOCK",
+    b"STREAMS",
+    b"COUNT",
+    b"fuzz",
+    b"-",
+    b"+",
+    b"*",
+    b"$",
+    b'"',
+    b"'",
+    b"\\x4",
+    b"\\",
+    b" ",
+    b"\x00",
+    b"\xff",
+    b":",
+    b"_",
+    b"%",
+    b"~",
 ]
 
 COMMAND_WORDS = [b"PING", b"ECHO", b"XLEN", b"XADD", b"fuzz", b"*", b"1-1", b"x"]
 garbage = st.one_of(
     st.binary(max_size=300),
     st.lists(st.sampled_from(TOKENS), max_size=60).map(b"".join),
-    st.lists(
-        st.lists(st.sampled_from(COMMAND_WORDS), min_size=1, max_size=6), max_size=5
-    ).flatmap(
+    st.lists(st.lists(st.sampled_from(COMMAND_WORDS), min_size=1, max_size=6), max_size=5).flatmap(
         lambda cmds: st.integers(0, max(0, sum(len(encode(c)) for c in cmds))).map(
             lambda cut: b"".join(encode(c) for c in cmds)[:cut]  # truncated requests
         )
@@ -368,7 +385,8 @@ def _well_formed(data: bytes) -> bool:
     if reader.has_data():  # a reply cut short
         return False
     errors = [
-        i for i, r in enumerate(replies)
+        i
+        for i, r in enumerate(replies)
         if isinstance(r, hiredis.ReplyError) and str(r).startswith("Protocol error")
     ]
     return not errors or errors == [len(replies) - 1]
