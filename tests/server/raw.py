@@ -32,6 +32,17 @@ def _plain(value: Any) -> Any:
     return value
 
 
+def read_exactly(sock: socket.socket, size: int) -> bytes:
+    """Up to `size` bytes from `sock`: fewer only if the server closes first."""
+    data = b""
+    while len(data) < size:
+        chunk = sock.recv(65536)
+        if not chunk:
+            break
+        data += chunk
+    return data
+
+
 class Raw:
     """One connection; `call` sends a command and returns its reply."""
 

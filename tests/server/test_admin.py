@@ -134,16 +134,33 @@ def test_info_fields(shared_narad: NaradProcess) -> None:
     assert info["cluster_enabled"] == "0"
     assert info["role"] == "master"
     for field in (
-        "connected_clients", "blocked_clients", "maxclients", "used_memory", "used_memory_rss",
-        "total_connections_received", "total_commands_processed", "total_error_replies",
-        "rejected_connections", "loading", "aof_enabled", "uptime_in_seconds", "run_id",
-        "used_cpu_sys", "used_cpu_user",
+        "connected_clients",
+        "blocked_clients",
+        "maxclients",
+        "used_memory",
+        "used_memory_rss",
+        "total_connections_received",
+        "total_commands_processed",
+        "total_error_replies",
+        "rejected_connections",
+        "loading",
+        "aof_enabled",
+        "uptime_in_seconds",
+        "run_id",
+        "used_cpu_sys",
+        "used_cpu_user",
     ):
         assert field in info, field
     assert int(info["blocked_clients"]) >= 0
     assert int(info["connected_clients"]) >= 1
     for field in (
-        "narad_version", "fsync", "group_commits", "fsyncs", "streams", "log_bytes", "data_dir",
+        "narad_version",
+        "fsync",
+        "group_commits",
+        "fsyncs",
+        "streams",
+        "log_bytes",
+        "data_dir",
     ):
         assert field in narad, field
     assert narad["fsync"] == "always"
@@ -200,7 +217,7 @@ def _stats_after(port: int) -> tuple[dict[str, dict[str, str]], dict[str, str], 
         for args in STATS_SCRIPT:
             conn.call(*args)
         commands = {
-            name[len("cmdstat_"):]: dict(kv.split("=") for kv in value.split(","))
+            name[len("cmdstat_") :]: dict(kv.split("=") for kv in value.split(","))
             for name, value in _fields(conn.call("INFO", "commandstats")).items()
         }
         errors = _fields(conn.call("INFO", "errorstats"))
@@ -310,12 +327,49 @@ def test_command_shapes(shared_narad: NaradProcess) -> None:
         assert set(names) == {e[0] for e in everything} | subcommands
         assert {b"client|list", b"config|get", b"command|docs"} <= subcommands
         required = {
-            b"ping", b"echo", b"hello", b"auth", b"select", b"swapdb", b"quit", b"reset",
-            b"client", b"info", b"config", b"dbsize", b"time", b"command", b"shutdown",
-            b"lastsave", b"function", b"multi", b"exec", b"discard", b"watch", b"unwatch",
-            b"monitor", b"slowlog", b"wait", b"del", b"unlink", b"exists", b"type", b"keys",
-            b"scan", b"rename", b"renamenx", b"flushdb", b"flushall", b"xadd", b"xrange",
-            b"xrevrange", b"xlen", b"xdel", b"xtrim", b"xread", b"xsetid",
+            b"ping",
+            b"echo",
+            b"hello",
+            b"auth",
+            b"select",
+            b"swapdb",
+            b"quit",
+            b"reset",
+            b"client",
+            b"info",
+            b"config",
+            b"dbsize",
+            b"time",
+            b"command",
+            b"shutdown",
+            b"lastsave",
+            b"function",
+            b"multi",
+            b"exec",
+            b"discard",
+            b"watch",
+            b"unwatch",
+            b"monitor",
+            b"slowlog",
+            b"wait",
+            b"del",
+            b"unlink",
+            b"exists",
+            b"type",
+            b"keys",
+            b"scan",
+            b"rename",
+            b"renamenx",
+            b"flushdb",
+            b"flushall",
+            b"xadd",
+            b"xrange",
+            b"xrevrange",
+            b"xlen",
+            b"xdel",
+            b"xtrim",
+            b"xread",
+            b"xsetid",
         }
         assert required <= set(names)
         for entry in everything:
@@ -416,7 +470,11 @@ def test_time_and_command_docs_raw_shapes(shared_narad: NaradProcess) -> None:
 def _cli(port: int, *args: str, stdin: str | None = None) -> str:
     result = subprocess.run(
         ["redis-cli", "-p", str(port), *args],
-        input=stdin, capture_output=True, text=True, timeout=30, check=False,
+        input=stdin,
+        capture_output=True,
+        text=True,
+        timeout=30,
+        check=False,
     )
     assert result.returncode == 0, result.stderr
     return result.stdout
@@ -562,9 +620,17 @@ def _monitor_lines(port: int) -> list[bytes]:
     with Raw(port) as watcher, Raw(port) as other:
         watcher.call("MONITOR")
         for args in (
-            ["SELECT", "2"], ["XADD", "mon2", "1-1", "a", "1"], ["CONFIG", "GET", "maxclients"],
-            ["CLIENT", "LIST"], ["MULTI"], ["XLEN", "mon2"], ["EXEC"], ["XLEN"], ["NOSUCH"],
-            ["DEL", "mon2"], ["PING"],
+            ["SELECT", "2"],
+            ["XADD", "mon2", "1-1", "a", "1"],
+            ["CONFIG", "GET", "maxclients"],
+            ["CLIENT", "LIST"],
+            ["MULTI"],
+            ["XLEN", "mon2"],
+            ["EXEC"],
+            ["XLEN"],
+            ["NOSUCH"],
+            ["DEL", "mon2"],
+            ["PING"],
         ):
             other.call(*args)
         data = b""

@@ -110,8 +110,12 @@ SCENARIOS: dict[str, tuple[list[list[Any]], list[Any], list[list[Any]]]] = {
     "other_db_does_not_serve": (
         [],
         ["XREAD", "BLOCK", "0", "STREAMS", "s", "$"],
-        [["SELECT", "4"], ["XADD", "s", "1-0", "a", "1"], ["SELECT", "3"],
-         ["XADD", "s", "1-0", "a", "1"]],
+        [
+            ["SELECT", "4"],
+            ["XADD", "s", "1-0", "a", "1"],
+            ["SELECT", "3"],
+            ["XADD", "s", "1-0", "a", "1"],
+        ],
     ),
     "del_then_xadd": (
         [["XADD", "s", "3-0", "a", "1"]],
@@ -134,14 +138,22 @@ SCENARIOS: dict[str, tuple[list[list[Any]], list[Any], list[list[Any]]]] = {
         [["XSETID", "s", "5-0"], ["XADD", "s", "6-0", "a", "1"]],
     ),
     "rename_onto_the_key": (
-        [["XADD", "s", "1-0", "a", "1"], ["XADD", "src", "1-0", "x", "1"],
-         ["XADD", "src", "7-0", "x", "2"]],
+        [
+            ["XADD", "s", "1-0", "a", "1"],
+            ["XADD", "src", "1-0", "x", "1"],
+            ["XADD", "src", "7-0", "x", "2"],
+        ],
         ["XREAD", "BLOCK", "0", "STREAMS", "s", "$"],
         [["RENAME", "src", "s"]],
     ),
     "swapdb_brings_data": (
-        [["SELECT", "4"], ["FLUSHDB"], ["XADD", "s", "9-0", "from", "db4"], ["SELECT", "3"],
-         ["XADD", "s", "1-0", "a", "1"]],
+        [
+            ["SELECT", "4"],
+            ["FLUSHDB"],
+            ["XADD", "s", "9-0", "from", "db4"],
+            ["SELECT", "3"],
+            ["XADD", "s", "1-0", "a", "1"],
+        ],
         ["XREAD", "BLOCK", "0", "STREAMS", "s", "$"],
         [["SWAPDB", "3", "4"], ["SWAPDB", "3", "4"]],
     ),
@@ -191,9 +203,7 @@ def test_several_blocked_clients_served_in_arrival_order(
             base = _blocked_clients(port)
             for i, conn in enumerate(clients):
                 conn.call("SELECT", 5)
-                conn.send(
-                    b"XREAD BLOCK 0 STREAMS wake $\r\nXADD served * who c%d\r\n" % i
-                )
+                conn.send(b"XREAD BLOCK 0 STREAMS wake $\r\nXADD served * who c%d\r\n" % i)
                 wait_until(lambda i=i: _blocked_clients(port) == base + i + 1)
             writer.call("XADD", "wake", "1-0", "go", "1")
             replies = [(conn.read(), conn.read()) for conn in clients]

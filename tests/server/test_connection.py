@@ -11,7 +11,7 @@ import redis
 from redis.backoff import NoBackoff
 from redis.retry import Retry
 
-from tests.server.raw import Raw, call_both
+from tests.server.raw import Raw, call_both, read_exactly
 from tests.servers import NaradProcess, RedisProcess, wait_until
 
 SCRIPTS = {
@@ -183,17 +183,7 @@ def test_resp3_reply_shapes(shared_narad: NaradProcess) -> None:
         # A RESP3 null and a RESP3 map, on the wire.
         conn.send(b"XREAD STREAMS shape 1-0\r\nCONFIG GET maxclients\r\n")
         expected = b"_\r\n%1\r\n$10\r\nmaxclients\r\n$5\r\n10000\r\n"
-        assert _read_exactly(conn.sock, expected) == expected
-
-
-def _read_exactly(sock: socket.socket, expected: bytes) -> bytes:
-    data = b""
-    while len(data) < len(expected):
-        chunk = sock.recv(65536)
-        if not chunk:
-            break
-        data += chunk
-    return data
+        assert read_exactly(conn.sock, len(expected)) == expected
 
 
 @pytest.mark.parametrize("proto", [2, 3])
@@ -324,7 +314,7 @@ def test_noauth_over_raw_socket(narad_pw: NaradProcess) -> None:
     with socket.create_connection(("127.0.0.1", narad_pw.port), timeout=5) as sock:
         sock.sendall(b"PING\r\nAUTH s3cret\r\nPING\r\n")
         expected = b"-NOAUTH Authentication required.\r\n+OK\r\n+PONG\r\n"
-        assert _read_exactly(sock, expected) == expected
+        assert read_exactly(sock, len(expected)) == expected
 
 
 # -- SELECT / SWAPDB / FLUSHDB / FLUSHALL over 16 databases --------------------------------
@@ -519,7 +509,7 @@ def test_client_reply_off_on_skip(shared_narad: NaradProcess, redis_server: Redi
     for port in (shared_narad.port, redis_server.port):
         with Raw(port) as conn:
             conn.send(request)
-            assert _read_exactly(conn.sock, expected) == expected
+            assert read_exactly(conn.sock, len(expected)) == expected
 
 
 def test_client_kill_by_maxage_and_user_filters(shared_narad: NaradProcess) -> None:

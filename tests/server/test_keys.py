@@ -87,8 +87,22 @@ SCRIPTS = {
         *[
             ["XADD", key, "1-0", "f", "v"]
             for key in (
-                "hello", "hallo", "hxllo", "hllo", "heeeello", "h*llo", "h?llo", "h[a]llo",
-                "user:1", "user:2", "user:10", "user:1:name", "a\\b", "ä", "x y", "",
+                "hello",
+                "hallo",
+                "hxllo",
+                "hllo",
+                "heeeello",
+                "h*llo",
+                "h?llo",
+                "h[a]llo",
+                "user:1",
+                "user:2",
+                "user:10",
+                "user:1:name",
+                "a\\b",
+                "ä",
+                "x y",
+                "",
             )
         ],
         ["KEYS", "h?llo"],
@@ -184,8 +198,13 @@ def test_keys_by_database(shared_narad: NaradProcess, redis_server: RedisProcess
         script += [["XADD", "shared", "1-0", "db", db]]
     for db in (6, 7, 8):
         script += [
-            ["SELECT", db], ["KEYS", "*"], ["KEYS", "db6:*"], ["DBSIZE"],
-            ["XRANGE", "shared", "-", "+"], ["RENAME", "shared", f"moved{db}"], ["KEYS", "m*"],
+            ["SELECT", db],
+            ["KEYS", "*"],
+            ["KEYS", "db6:*"],
+            ["DBSIZE"],
+            ["XRANGE", "shared", "-", "+"],
+            ["RENAME", "shared", f"moved{db}"],
+            ["KEYS", "m*"],
         ]
     script += [["SELECT", "7"], ["DEL", "db6:0"], ["SELECT", "6"], ["EXISTS", "db6:0"]]
     assert _sorted_keys(call_both(shared_narad.port, redis_server.port, script)) == []

@@ -200,9 +200,7 @@ def _rss_kb(pid: int) -> int:
 def test_client_that_never_reads_is_disconnected(limited: NaradProcess) -> None:
     port = limited.port
     with Raw(port) as admin:
-        assert admin.call(
-            "CONFIG", "SET", "client-output-buffer-limit", "normal 1mb 0 0"
-        ) == b"OK"
+        assert admin.call("CONFIG", "SET", "client-output-buffer-limit", "normal 1mb 0 0") == b"OK"
         value = b"v" * 1000
         admin.send(b"".join(encode(["XADD", "big", f"{i + 1}-0", "f", value]) for i in range(2000)))
         for _ in range(2000):

@@ -3,14 +3,13 @@ redis-server 7.0, and through redis-py pipelines."""
 
 from __future__ import annotations
 
-import socket
 from typing import Any
 
 import pytest
 import redis
 import redis.asyncio
 
-from tests.server.raw import Raw, call_both
+from tests.server.raw import Raw, call_both, read_exactly
 from tests.servers import NaradProcess, RedisProcess
 
 SCRIPTS = {
@@ -132,25 +131,13 @@ def test_exec_replies_leave_in_one_array(shared_narad: NaradProcess) -> None:
     with Raw(shared_narad.port) as conn:
         conn.call("SELECT", "4")
         conn.call("DEL", "arr")
-        conn.send(
-            b"MULTI\r\nXADD arr 1-0 a 1\r\nXADD arr 1-0 a 1\r\nXLEN arr\r\nEXEC\r\nPING\r\n"
-        )
+        conn.send(b"MULTI\r\nXADD arr 1-0 a 1\r\nXADD arr 1-0 a 1\r\nXLEN arr\r\nEXEC\r\nPING\r\n")
         expected = (
             b"+OK\r\n+QUEUED\r\n+QUEUED\r\n+QUEUED\r\n*3\r\n$3\r\n1-0\r\n"
             b"-ERR The ID specified in XADD is equal or smaller than the target stream top item\r\n"
             b":1\r\n+PONG\r\n"
         )
-        assert _read_exactly(conn.sock, len(expected)) == expected
-
-
-def _read_exactly(sock: socket.socket, size: int) -> bytes:
-    data = b""
-    while len(data) < size:
-        chunk = sock.recv(65536)
-        if not chunk:
-            break
-        data += chunk
-    return data
+        assert read_exactly(conn.sock, len(expected)) == expected
 
 
 # -- redis-py pipelines -------------------------------------------------------------------
@@ -282,9 +269,7 @@ SPOILERS: dict[str, tuple[list[list[Any]], list[list[Any]]]] = {
     "unlink": (EXISTING, [["UNLINK", "w"]]),
     "rename_from": (EXISTING, [["RENAME", "w", "w2"]]),
     "rename_onto": ([["XADD", "src", "1-0", "a", "1"]], [["RENAME", "src", "w"]]),
-    "renamenx_refused": (
-        [*EXISTING, ["XADD", "src", "1-0", "a", "1"]], [["RENAMENX", "src", "w"]]
-    ),
+    "renamenx_refused": ([*EXISTING, ["XADD", "src", "1-0", "a", "1"]], [["RENAMENX", "src", "w"]]),
     "flushdb": (EXISTING, [["FLUSHDB"]]),
     "flushdb_missing_key": ([], [["FLUSHDB"]]),
     "flushdb_other_db": (EXISTING, [["SELECT", "8"], ["FLUSHDB"]]),
