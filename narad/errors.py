@@ -39,7 +39,7 @@ def unknown_subcommand(sub: bytes, command: str) -> CommandError:
 
 
 def _clip(arg: bytes, limit: int = 128) -> str:
-    text = arg[:limit].decode("utf-8", "replace")
+    text = arg[:limit].decode("utf-8", "surrogateescape")  # raw bytes echoed, as Redis does
     return text.replace("\r", " ").replace("\n", " ")
 
 

@@ -122,11 +122,6 @@ def test_malformed_as_redis(
         assert mine.endswith(b"\r\n") and mine.count(b"-ERR Protocol error") == 1
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="narad/errors.py decodes the command name as UTF-8 with replacement: "
-    "Redis echoes the raw bytes in 'unknown command' errors",
-)
 def test_unknown_binary_command_name_as_redis(
     shared_narad: NaradProcess, redis_server: RedisProcess
 ) -> None:
