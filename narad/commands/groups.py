@@ -421,7 +421,7 @@ def _retry_blocked(client: Client, req: ReadGroupArgs) -> Callable[[], Any]:
 @command(
     "xreadgroup",
     -7,
-    "write blocking",
+    "write blocking movablekeys",
     (0, 0, 0),
     "stream",
     since="5.0.0",
