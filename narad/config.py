@@ -346,10 +346,14 @@ class IntKind(Kind):
 
     def parse(self, args: Sequence[str], current: object) -> object:
         try:
-            value = parse_integer(args[0])
+            value = self.number(args[0])
         except ValueError as exc:
             raise BadValue(str(exc)) from None
         return self.bounded(value)
+
+    @staticmethod
+    def number(text: str) -> int:
+        return parse_integer(text)
 
     def bounded(self, value: int) -> int:
         if not self.minimum <= value <= self.maximum:
@@ -363,12 +367,9 @@ class MemoryKind(IntKind):
 
     label: ClassVar[str] = "memory"
 
-    def parse(self, args: Sequence[str], current: object) -> object:
-        try:
-            value = parse_memory(args[0])
-        except ValueError as exc:
-            raise BadValue(str(exc)) from None
-        return self.bounded(value)
+    @staticmethod
+    def number(text: str) -> int:
+        return parse_memory(text)
 
     def write(self, value: object) -> list[str]:
         assert isinstance(value, int)

@@ -327,9 +327,8 @@ class Server:
         """A command wrote `key`: WATCHers abort, blocked readers get another look."""
         if self.watchers:
             self.key_touched(db, key)
-        if self.waiters and (db, key) in self.waiters:
-            self.signaled.add((db, key))
-            self.schedule_flush()
+        if self.waiters:
+            self.signal_key(db, key)
 
     def touch_db(self, db: int) -> None:
         for (wdb, _), clients in self.watchers.items():
@@ -401,7 +400,7 @@ class Server:
         self.shutdown_requested = asyncio.Event()
         self.store.open(self)
         if self.store.policy is FsyncPolicy.ALWAYS:
-            self.pipeline = SyncPipeline(self.loop, self._synced, self.store.group_commit.stats)
+            self.pipeline = SyncPipeline(self.loop, self._synced, self.store.group_commit.sync_logs)
         servers = []
         port = int(self.config["port"])  # type: ignore[call-overload]
         for host in str(self.config["bind"]).split():
@@ -614,9 +613,9 @@ class Client(asyncio.Protocol):
             out += b"+QUEUED\r\n"
         else:
             encode_into(out, value, self.protocol)
-            limit = self.server.output_limit_bytes
-            if limit and len(out) > limit:
-                self._over_output_limit()
+        limit = self.server.output_limit_bytes
+        if limit and len(out) > limit:
+            self._over_output_limit()
 
     def _over_output_limit(self) -> None:
         """Replies beyond the output buffer limit: drop them and the connection."""

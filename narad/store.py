@@ -12,7 +12,7 @@ the data dir.
 
 Metadata ops (msgpack lists): ["create", uid, db, key], ["delete", uid],
 ["rename", uid, db, key], ["swapdb", a, b], ["snap", next_uid, [[uid, db, key], ...]].
-A stream's folder is removed only after its delete op is committed, so a crash never
+A stream's folder is removed only after its delete op is durable, so a crash never
 leaves a key that the metadata log still names without its data.
 
 Owned by the event loop thread.
@@ -247,7 +247,7 @@ class Store:
         for keys in self.dbs:
             for stream in keys.values():
                 if stream.data.apply_retention() and stream.data.start_offset > stream.start:
-                    stream.commit_op(["trim", stream.data.start_offset])
+                    stream.log_op(["trim", stream.data.start_offset])
                 stream.compact_if_due()
 
     def close(self) -> None:

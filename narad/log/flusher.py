@@ -67,7 +67,7 @@ class GroupCommit:
         """
         logs = list(self._dirty)
         written, failed = self.write_noted()
-        failed = self._make_durable(written) or failed
+        failed = self.sync_logs(written) or failed
         if failed is not None:
             raise failed
         return logs
@@ -97,10 +97,8 @@ class GroupCommit:
         return written, failed
 
     def sync_logs(self, logs: list[Log]) -> LogFailed | None:
-        """The second half of an inline commit under `always`: fsync `logs`."""
-        return self._make_durable(logs)
-
-    def _make_durable(self, logs: list[Log]) -> LogFailed | None:
+        """The second half of an inline commit under `always`: fsync `logs`; the
+        first failure, if any (the other logs are still fsynced)."""
         if self.policy is not FsyncPolicy.ALWAYS:
             return None
         failed: LogFailed | None = None
@@ -172,11 +170,11 @@ class SyncPipeline:
         self,
         loop: asyncio.AbstractEventLoop,
         on_done: Callable[[int, str | None], None],
-        stats: CommitStats,
+        sync_logs: Callable[[list[Log]], LogFailed | None],
     ) -> None:
         self._loop = loop
         self._on_done = on_done
-        self._stats = stats
+        self._sync_logs = sync_logs  # GroupCommit.sync_logs: fsyncs and counts them
         self._queue: queue.SimpleQueue[tuple[int, list[Log]] | None] = queue.SimpleQueue()
         self.issued = 0  # the last ticket handed out
         self.completed = 0  # the last ticket reported done (loop thread's view)
@@ -214,18 +212,9 @@ class SyncPipeline:
                     break
                 ticket = more[0]
                 batch.update(dict.fromkeys(more[1]))
-            failure = self._sync(batch)
+            failed = self._sync_logs(list(batch))
+            failure = None if failed is None else str(failed)
             self._loop.call_soon_threadsafe(self._on_done, ticket, failure)
-
-    def _sync(self, logs: dict[Log, None]) -> str | None:
-        failure = None
-        for log in logs:
-            try:
-                if log.sync():
-                    self._stats.fsyncs += 1
-            except LogFailed as exc:
-                failure = failure or str(exc)
-        return failure
 
     def close(self) -> None:
         """Finish what was submitted and stop the thread (its last reports may not

@@ -4,8 +4,9 @@ too").
 
 Rules:
 
-- Every change is one op committed with `Stream.commit_op`, which applies it with
-  the handler registered here; recovery replays the same handlers, so memory is
+- Every change is one op made by `Stream.log_op`, which applies it with the
+  handler registered here and appends it to the state log (committed with the next
+  group commit, like the reply that reports it); recovery replays the same handlers, so memory is
   exactly what the state log says. A handler reads only its op and the group state:
   no clock, no stream entries. Whatever a command decided from the stream (which
   entries exist, the new read counter, the time it used) travels in the op.
@@ -391,25 +392,25 @@ def create_group(stream: Stream, name: bytes, last_id: int, entries_read: int | 
     """XGROUP CREATE; False if the group exists."""
     if name in stream.groups:
         return False
-    stream.commit_op(["gcreate", name, pack_id(last_id), entries_read])
+    stream.log_op(["gcreate", name, pack_id(last_id), entries_read])
     return True
 
 
 def destroy_group(stream: Stream, name: bytes) -> bool:
     if name not in stream.groups:
         return False
-    stream.commit_op(["gdestroy", name])
+    stream.log_op(["gdestroy", name])
     return True
 
 
 def set_group_id(stream: Stream, group: Group, last_id: int, entries_read: int | None) -> None:
-    stream.commit_op(["gsetid", group.name, pack_id(last_id), entries_read])
+    stream.log_op(["gsetid", group.name, pack_id(last_id), entries_read])
 
 
 def create_consumer(stream: Stream, group: Group, name: bytes, now: int) -> bool:
     if name in group.consumers:
         return False
-    stream.commit_op(["gconsumer", group.name, name, now])
+    stream.log_op(["gconsumer", group.name, name, now])
     return True
 
 
@@ -419,7 +420,7 @@ def delete_consumer(stream: Stream, group: Group, name: bytes) -> int:
     if consumer is None:
         return 0
     pending = len(consumer.pending)
-    stream.commit_op(["gdelconsumer", group.name, name])
+    stream.log_op(["gdelconsumer", group.name, name])
     return pending
 
 
@@ -438,7 +439,7 @@ def read_new(
             entries_read = counters.advance(entries_read, sid)
             last_id = sid
     delivered = b"" if noack else pack_ids(sid for sid, _ in found)
-    stream.commit_op(
+    stream.log_op(
         ["gdeliver", group.name, consumer, now, pack_id(last_id), entries_read, delivered]
     )
     return found
@@ -459,7 +460,7 @@ def read_history(
         out.append((sid, None if entry is None else entry[1]))
         if entry is not None:
             again.append(sid)
-    stream.commit_op(["ghistory", group.name, consumer, now, pack_ids(again)])
+    stream.log_op(["ghistory", group.name, consumer, now, pack_ids(again)])
     return out
 
 
@@ -468,7 +469,7 @@ def ack(stream: Stream, group: Group, sids: list[int]) -> int:
     pel = group.pel
     acked: dict[int, None] = {sid: None for sid in sids if sid in pel}
     if acked:
-        stream.commit_op(["gack", group.name, pack_ids(acked)])
+        stream.log_op(["gack", group.name, pack_ids(acked)])
     return len(acked)
 
 
@@ -521,7 +522,7 @@ def _commit_claim(
     claimed: list[int],
     deleted: list[int],
 ) -> None:
-    stream.commit_op(
+    stream.log_op(
         [
             "gclaim",
             group.name,

@@ -4,7 +4,7 @@ state log.
 - The data log holds only entries (flag FLAG_ENTRY), one record per XADD, so offsets
   count entries: the stream's length is `data.next_offset - start - len(deleted)`.
 - The state log holds *ops*: small msgpack lists such as ["trim", offset] or a consumer
-  group's deliveries and acks. Every change other than XADD is made by `commit_op`,
+  group's deliveries and acks. Every change other than XADD is made by `log_op`,
   which applies the op to memory with the same `apply` that recovery replays, then
   appends it; so what is in memory is exactly what the logs say.
 - A snapshot op, written when the state log grows past `STATE_COMPACT_BYTES`, holds
@@ -101,7 +101,7 @@ class Stream:
 
     # -- ops: the only way state other than entries changes ------------------------------
 
-    def commit_op(self, op: list[Any]) -> None:
+    def log_op(self, op: list[Any]) -> None:
         """Apply `op` to memory and append it to the state log (committed with the
         next group commit)."""
         self.apply(op)
@@ -264,7 +264,7 @@ class Stream:
                 offsets.append(offset)
         if offsets:
             top = max(self.max_deleted_id, *(self.id_at(o) for o in offsets))
-            self.commit_op(["del", offsets, pack_id(top)])
+            self.log_op(["del", offsets, pack_id(top)])
         return len(offsets)
 
     def trim(self, maxlen: int | None, minid: int | None, approx: bool, limit: int) -> int:
@@ -305,13 +305,13 @@ class Stream:
                 pos += 1
             break
         if pos > self.start:
-            self.commit_op(["trim", pos])
+            self.log_op(["trim", pos])
         return removed
 
     def set_id(self, last_id: int, entries_added: int | None, max_deleted: int | None) -> None:
         added = self.entries_added if entries_added is None else entries_added
         top_deleted = self.max_deleted_id if max_deleted is None else max_deleted
-        self.commit_op(
+        self.log_op(
             ["setid", pack_id(last_id), added - self.data.next_offset, pack_id(top_deleted)]
         )
 
