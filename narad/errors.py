@@ -61,3 +61,7 @@ def not_integer() -> CommandError:
 
 def invalid_stream_id() -> CommandError:
     return CommandError(INVALID_STREAM_ID)
+
+
+def no_queue(name: bytes) -> CommandError:
+    return CommandError(f"no such queue '{_clip(name)}'", "NOQUEUE")
