@@ -31,6 +31,7 @@ from narad.config import Config
 from narad.errors import CommandError
 from narad.log import FsyncPolicy, LogFailed
 from narad.log.flusher import SyncPipeline
+from narad.queues.service import QueueService
 from narad.resp import (
     NULL_ARRAY,
     ErrorReply,
@@ -95,6 +96,8 @@ class Server:
         self.config = config
         self.store = Store(config)
         self.store.on_touch = self.key_touched
+        self.queues = QueueService(self)
+        self.store.on_delete = self.queues.dropped
         self.clients: dict[int, Client] = {}
         self.stats = Stats()
         self.slowlog: deque[SlowEntry] = deque()
@@ -138,6 +141,9 @@ class Server:
         """The end of an event-loop iteration: serve blocked clients, write every log
         touched, and release the replies once what they depend on is committed."""
         self._flush_scheduled = False
+        queues = self.queues
+        if queues.to_serve or queues.subscribed:
+            queues.serve()
         self.serve_signaled()
         written, failed = self.store.group_commit.write_noted()
         writers, self._writers = self._writers, {}
@@ -180,6 +186,8 @@ class Server:
             if failure is not None:
                 self._drop_replies([client for client, _ in outputs], failure)
         self.store.remove_doomed()
+        if self.queues.subscribed:  # what became durable may now be copied
+            self.schedule_flush()
 
     def _drop_replies(self, clients: list[Client], why: str) -> None:
         """A commit failed: the replies waiting on it must not claim success, so
@@ -329,6 +337,10 @@ class Server:
             self.key_touched(db, key)
         if self.waiters:
             self.signal_key(db, key)
+        if self.queues.consuming:
+            stream = self.store.get(db, key)
+            if stream is not None:
+                self.queues.written(stream)
 
     def touch_db(self, db: int) -> None:
         for (wdb, _), clients in self.watchers.items():
@@ -377,6 +389,7 @@ class Server:
             self.store.maintain()
         except LogFailed as exc:
             logger.error("store upkeep failed: %s", exc)
+        self.queues.tick()
         self.schedule_flush()  # trim ops written by retention are committed as usual
         idle_max = int(self.config["timeout"])  # type: ignore[call-overload]
         if idle_max:
@@ -399,6 +412,7 @@ class Server:
         self.loop = asyncio.get_running_loop()
         self.shutdown_requested = asyncio.Event()
         self.store.open(self)
+        self.queues.opened()
         if self.store.policy is FsyncPolicy.ALWAYS:
             self.pipeline = SyncPipeline(self.loop, self._synced, self.store.group_commit.sync_logs)
         servers = []

@@ -33,6 +33,7 @@ import msgpack
 
 from narad.config import Config
 from narad.log import FsyncPolicy, GroupCommit, Log, LogConfig
+from narad.queues import queue as _queue_ops  # noqa: F401  (registers the queue ops)
 from narad.streams.stream import Stream
 
 if TYPE_CHECKING:
@@ -59,9 +60,11 @@ class Store:
         self.next_uid = 1
         self._meta_ops = 0
         self._lock_fd = -1
+        self.streams: dict[int, Stream] = {}  # uid -> stream, every open stream
         self._doomed: list[Stream] = []  # deleted streams whose folders go after the commit
         self._touched_state: dict[Stream, None] = {}
         self.on_touch: Callable[[int, bytes], None] = lambda db, key: None
+        self.on_delete: Callable[[Stream], None] = lambda stream: None
         self.loaded_s = 0.0
         self.last_commit_s = int(time.time())
 
@@ -76,7 +79,7 @@ class Store:
         streams_dir = self.root / "streams"
         streams_dir.mkdir(exist_ok=True)
         for uid, (db, key) in names.items():
-            self.dbs[db][key] = self._open_stream(uid)
+            self.dbs[db][key] = self._open_stream(uid, db, key)
         self._remove_orphans(streams_dir, set(names))
         if self._meta_ops > META_COMPACT_OPS:
             self._compact_meta()
@@ -134,7 +137,7 @@ class Store:
         else:
             raise ValueError(f"unknown metadata op {kind!r}")
 
-    def _open_stream(self, uid: int) -> Stream:
+    def _open_stream(self, uid: int, db: int, key: bytes) -> Stream:
         stream = Stream(
             uid,
             self.root / "streams" / str(uid),
@@ -143,6 +146,8 @@ class Store:
             self.group_commit.note,
         )
         stream.node_entries = int(self.config["stream-node-max-entries"]) or 100  # type: ignore[call-overload]
+        stream.db, stream.key = db, key
+        self.streams[uid] = stream
         return stream
 
     def _remove_orphans(self, streams_dir: Path, live: set[int]) -> None:
@@ -179,7 +184,7 @@ class Store:
         uid = self.next_uid
         self.next_uid += 1
         self._meta_op(["create", uid, db, key])
-        stream = self._open_stream(uid)
+        stream = self._open_stream(uid, db, key)
         self.dbs[db][key] = stream
         return stream
 
@@ -188,6 +193,8 @@ class Store:
         if stream is None:
             return False
         self._meta_op(["delete", stream.uid])
+        self.streams.pop(stream.uid, None)
+        self.on_delete(stream)
         self._doomed.append(stream)
         self.touch(db, key)
         return True
@@ -199,6 +206,7 @@ class Store:
         self.delete(db, dst)
         del self.dbs[db][src]
         self.dbs[db][dst] = stream
+        stream.key = dst
         self._meta_op(["rename", stream.uid, db, dst])
         self.touch(db, src)
         self.touch(db, dst)
@@ -206,6 +214,9 @@ class Store:
     def swapdb(self, a: int, b: int) -> None:
         self._meta_op(["swapdb", a, b])
         self.dbs[a], self.dbs[b] = self.dbs[b], self.dbs[a]
+        for db in (a, b):
+            for stream in self.dbs[db].values():
+                stream.db = db
 
     def flushdb(self, db: int) -> None:
         for key in list(self.dbs[db]):

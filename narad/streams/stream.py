@@ -30,6 +30,7 @@ from narad.log import FLAG_ENTRY, Log, LogConfig, decode_fields, encode_fields
 from narad.streams import ids
 
 if TYPE_CHECKING:
+    from narad.queues.queue import Queue
     from narad.streams.groups import Group
 
 logger = logging.getLogger("narad.streams")
@@ -81,6 +82,9 @@ class Stream:
         self.entries_added_bias = 0  # entries-added minus data entries ever appended
         self.max_deleted_id = 0
         self.groups: dict[bytes, Group] = {}
+        self.queue: Queue | None = None  # set when the stream is a queue (narad/queues)
+        self.db = 0  # where the keyspace holds it, kept by the store
+        self.key = b""
         self.node_entries = 100  # stream-node-max-entries, for `~` trimming
         self.last_id = 0  # the stream's last ID: its last entry's, or XSETID's if higher
         self._replay()
@@ -126,6 +130,8 @@ class Stream:
         end = self.data.next_offset
         self.start = min(max(self.start, self.data.start_offset), end)
         self.deleted = {o for o in self.deleted if self.start <= o < end}
+        if self.queue is not None:
+            self.queue.forget_lost_tail()
         if count:
             logger.debug("stream %d: replayed %d state records", self.uid, count)
 
@@ -139,6 +145,7 @@ class Stream:
             self.entries_added_bias,
             pack_id(self.max_deleted_id),
             groups,
+            None if self.queue is None else self.queue.snapshot(),
         ]
 
     def compact_if_due(self) -> bool:
@@ -350,9 +357,11 @@ def _apply_setid(stream: Stream, op: list[Any]) -> None:
 
 @op_handler("snap")
 def _apply_snapshot(stream: Stream, op: list[Any]) -> None:
+    from narad.queues.queue import Queue
     from narad.streams.groups import Group
 
-    _, start, deleted, top, bias, max_deleted, groups = op
+    _, start, deleted, top, bias, max_deleted, groups = op[:7]
+    queue = op[7] if len(op) > 7 else None
     stream.start = start
     stream.deleted = set(deleted)
     stream.top_id = unpack_id(top)
@@ -362,3 +371,4 @@ def _apply_snapshot(stream: Stream, op: list[Any]) -> None:
     for raw in groups:
         group = Group.from_snapshot(raw)
         stream.groups[group.name] = group
+    stream.queue = None if queue is None else Queue.from_snapshot(stream, queue)

@@ -1,0 +1,71 @@
+"""DEBUG: refused unless `enable-debug-command` allows it, as in Redis. Narad's only
+subcommand moves the clock that queues keep time by, so tests can pass visibility
+deadlines and delays without sleeping."""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING, Any
+
+from narad.commands.args import parse_int
+from narad.commands.table import command, help_reply
+from narad.errors import CommandError, syntax, unknown_subcommand
+
+if TYPE_CHECKING:
+    from narad.server import Client
+
+NOT_ALLOWED = (
+    'DEBUG command not allowed. If the enable-debug-command option is set to "local", '
+    "you can run it from a local connection, otherwise you need to set this option in "
+    "the configuration file, and then restart the server."
+)
+
+HELP = [
+    "DEBUG <subcommand> [<arg> [value] [opt] ...]. Subcommands are:",
+    "CLOCK",
+    "    Print the queue clock (milliseconds).",
+    "CLOCK FREEZE [<ms>]",
+    "    Stop the queue clock, at <ms> if given.",
+    "CLOCK ADVANCE <ms>",
+    "    Move the queue clock forward; deadlines and delays due by then take effect.",
+    "CLOCK RESUME",
+    "    Let the queue clock run again from where it stands.",
+    "HELP",
+    "    Print this help.",
+]
+
+
+def _allowed(client: Client) -> bool:
+    mode = str(client.server.config["enable-debug-command"])
+    if mode == "yes":
+        return True
+    return mode == "local" and client.addr.startswith(("127.", "[::1]"))
+
+
+@command("debug", -2, "admin noscript loading stale", group="server", summary="A debug tool.")
+def debug(client: Client, args: list[bytes]) -> Any:
+    if not _allowed(client):
+        raise CommandError(NOT_ALLOWED)
+    sub = args[1].lower()
+    if sub == b"help":
+        return help_reply(HELP)
+    if sub != b"clock":
+        raise unknown_subcommand(args[1], "debug")
+    clock = client.server.queues.clock
+    action = args[2].lower() if len(args) > 2 else b""
+    if action == b"" and len(args) == 2:
+        return clock.now_ms()
+    if action == b"freeze" and len(args) in (3, 4):
+        at = parse_int(args[3]) if len(args) == 4 else None
+        now = clock.freeze(at)
+    elif action == b"advance" and len(args) == 4:
+        step = parse_int(args[3])
+        if step < 0:
+            raise CommandError("the clock only moves forward")
+        now = clock.advance(step)
+    elif action == b"resume" and len(args) == 3:
+        clock.resume()
+        now = clock.now_ms()
+    else:
+        raise syntax()
+    client.server.queues.tick()
+    return now

@@ -1,0 +1,525 @@
+"""The Q.* commands: SQS-style queues on streams (docs/queues.md).
+
+Every handler checks all of its arguments before it changes anything, so a refused
+command appends nothing. The state changes themselves are ops logged on the queue's
+stream (narad/queues/queue.py); time passing, dead letters, fan-out and push mode
+are the server's part (narad/queues/service.py).
+"""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING, Any
+
+from narad.commands.args import parse_int, parse_timeout_ms
+from narad.commands.keys import glob_match
+from narad.commands.table import command
+from narad.errors import CommandError, no_queue, syntax, wrong_arity
+from narad.queues.queue import MAX_VISIBILITY_MS, Queue, Settings
+from narad.queues.service import settings_reply
+from narad.resp import NULL_ARRAY, SimpleString
+from narad.streams import ids
+from narad.streams.stream import pack_id
+
+if TYPE_CHECKING:
+    from narad.server import Block, Client
+    from narad.streams.stream import Stream
+
+OK = SimpleString("OK")
+MAX_POP_COUNT = 10_000
+
+
+def _ms(arg: bytes, name: str, maximum: int | None = None) -> int:
+    value = parse_int(arg)
+    if value < 0 or (maximum is not None and value > maximum):
+        bound = f" and {maximum}" if maximum is not None else ""
+        more = "non-negative" if maximum is None else f"between 0{bound}"
+        raise CommandError(f"{name} must be {more}")
+    return value
+
+
+def _positive(arg: bytes, name: str, maximum: int) -> int:
+    value = parse_int(arg)
+    if not 1 <= value <= maximum:
+        raise CommandError(f"{name} must be between 1 and {maximum}")
+    return value
+
+
+# -- settings ----------------------------------------------------------------------------
+
+
+def _parse_settings(client: Client, key: bytes, base: Settings, pairs: list[bytes]) -> Settings:
+    """name value pairs (Q.CREATE options, Q.CONFIG SET) applied over `base`."""
+    if len(pairs) % 2:
+        raise syntax()
+    values: dict[str, Any] = {}
+    for i in range(0, len(pairs), 2):
+        name = pairs[i].decode("utf-8", "replace").lower()
+        raw = pairs[i + 1]
+        if name == "visibility":
+            values[name] = _ms(raw, "VISIBILITY", MAX_VISIBILITY_MS)
+        elif name in ("maxreceives", "delay", "retention", "maxbytes", "dedupwindow"):
+            values[name] = _ms(raw, name.upper())
+        elif name == "dlq":
+            if raw:
+                target = client.server.queues.get(client.db, raw)
+                if target is None:
+                    raise no_queue(raw)
+                if raw == key:
+                    raise CommandError("a queue cannot be its own dead-letter queue")
+            values[name] = raw
+        else:
+            shown = pairs[i].decode("utf-8", "replace")
+            raise CommandError(f"unknown queue setting '{shown}'")
+    return Settings(**{**{n: getattr(base, n) for n in Settings.NAMES}, **values})
+
+
+@command(
+    "q.create",
+    -2,
+    "write denyoom",
+    (1, 1, 1),
+    "stream",
+    summary="Creates a queue, or checks that it exists with these settings.",
+    since="1.0.0",
+)
+def q_create(client: Client, args: list[bytes]) -> Any:
+    key = args[1]
+    store = client.server.store
+    settings = _parse_settings(client, key, Settings(), args[2:])
+    stream = store.get(client.db, key)
+    if stream is not None and stream.queue is not None:
+        differences = stream.queue.settings.differences(settings)
+        if differences:
+            have = stream.queue.settings
+            shown = ", ".join(
+                f"{name} is {_show(getattr(have, name))} (asked {_show(getattr(settings, name))})"
+                for name in differences
+            )
+            raise CommandError(f"queue '{_text(key)}' exists with other settings: {shown}")
+        return OK
+    if stream is None:
+        stream = store.create_stream(client.db, key)
+    stream.log_op(["q.create", settings.to_list()])
+    assert stream.queue is not None
+    client.server.queues.apply_settings(stream.queue)
+    client.server.key_written(client.db, key)
+    return OK
+
+
+def _show(value: Any) -> str:
+    return f"'{_text(value)}'" if isinstance(value, bytes) else str(value)
+
+
+def _text(raw: bytes) -> str:
+    return raw.decode("utf-8", "replace")
+
+
+@command("q.drop", 2, "write", (1, 1, 1), "stream", summary="Deletes a queue and its messages.")
+def q_drop(client: Client, args: list[bytes]) -> Any:
+    if client.server.queues.get(client.db, args[1]) is None:
+        return 0
+    client.server.store.delete(client.db, args[1])
+    client.server.key_written(client.db, args[1])
+    return 1
+
+
+@command(
+    "q.config",
+    -3,
+    "write",
+    (1, 1, 1),
+    "stream",
+    summary="Reads or changes a queue's settings.",
+)
+def q_config(client: Client, args: list[bytes]) -> Any:
+    queue = client.server.queues.require(client, args[1])
+    sub = args[2].lower()
+    if sub == b"get":
+        if len(args) > 4:
+            raise wrong_arity("q.config")
+        reply = settings_reply(queue.settings)
+        if len(args) == 4:
+            name = args[3].lower()
+            if name not in reply:
+                raise CommandError(f"unknown queue setting '{_text(args[3])}'")
+            return {name: reply[name]}
+        return reply
+    if sub == b"set":
+        if len(args) < 5:
+            raise wrong_arity("q.config")
+        settings = _parse_settings(client, args[1], queue.settings, args[3:])
+        if settings != queue.settings:
+            queue.stream.log_op(["q.config", settings.to_list()])
+            client.server.queues.apply_settings(queue)
+        return OK
+    raise syntax()
+
+
+@command(
+    "q.list",
+    -1,
+    "readonly",
+    group="stream",
+    summary="Lists the queues of the current database.",
+)
+def q_list(client: Client, args: list[bytes]) -> Any:
+    pattern = None
+    if len(args) == 3 and args[1].lower() == b"match":
+        pattern = args[2]
+    elif len(args) != 1:
+        raise syntax()
+    names = [
+        key
+        for key, stream in client.server.store.dbs[client.db].items()
+        if stream.queue is not None and (pattern is None or glob_match(pattern, key))
+    ]
+    return sorted(names)
+
+
+# -- producing ----------------------------------------------------------------------------
+
+
+@command(
+    "q.push",
+    -3,
+    "write denyoom fast",
+    (1, 1, 1),
+    "stream",
+    summary="Appends messages to a queue.",
+)
+def q_push(client: Client, args: list[bytes]) -> Any:
+    service = client.server.queues
+    queue = service.require(client, args[1])
+    settings = queue.settings
+    delay = settings.delay
+    dedup: bytes | None = None
+    i = 2
+    while i + 2 < len(args):  # options come first; at least one payload follows them
+        option = args[i].lower()
+        if option == b"delay":
+            delay = _ms(args[i + 1], "DELAY")
+        elif option == b"dedup":
+            dedup = args[i + 1]
+        else:
+            break
+        i += 2
+    payloads = args[i:]
+    now = service.clock.now_ms()
+    if dedup is not None:
+        if len(payloads) != 1:
+            raise CommandError("DEDUP takes exactly one payload")
+        first = queue.dedup_lookup(dedup, now)
+        if first is not None:
+            return ids.fmt(first)
+    check_payloads(client, queue.stream, payloads)
+    stream = queue.stream
+    first_offset = stream.data.next_offset
+    sids = [service.append(stream, [b"payload", payload]) for payload in payloads]
+    if delay:
+        due = now + delay
+        stream.log_op(["q.delay", due, list(range(first_offset, stream.data.next_offset))])
+        service.arm(due)
+    if dedup is not None:
+        stream.log_op(["q.dedup", dedup, pack_id(sids[0]), now + settings.dedupwindow])
+        service.arm(now + settings.dedupwindow)
+    service.written(stream)
+    if len(sids) == 1:
+        return ids.fmt(sids[0])
+    return [ids.fmt(sid) for sid in sids]
+
+
+def check_payloads(client: Client, stream: Stream, payloads: list[bytes]) -> None:
+    """Schema validation of a batch before anything is appended (all or nothing)."""
+
+
+# -- consuming ----------------------------------------------------------------------------
+
+
+@command(
+    "q.pop",
+    -2,
+    "write blocking",
+    (1, 1, 1),
+    "stream",
+    summary="Delivers visible messages, waiting for them with BLOCK.",
+)
+def q_pop(client: Client, args: list[bytes]) -> Any:
+    from narad.server import Block
+
+    service = client.server.queues
+    queue = service.require(client, args[1])
+    count, visibility, block = 1, queue.settings.visibility, None
+    i = 2
+    while i < len(args):
+        option = args[i].lower()
+        if i + 1 >= len(args):
+            raise syntax()
+        if option == b"count":
+            count = _positive(args[i + 1], "COUNT", MAX_POP_COUNT)
+        elif option == b"visibility":
+            visibility = _ms(args[i + 1], "VISIBILITY", MAX_VISIBILITY_MS)
+        elif option == b"block":
+            block = parse_timeout_ms(args[i + 1])
+        else:
+            raise syntax()
+        i += 2
+    messages = service.deliver(queue, count, visibility)
+    if messages or block is None:
+        return messages
+    if client.in_exec:
+        return NULL_ARRAY
+    db, key = client.db, args[1]
+
+    def retry() -> Any:
+        queue = service.get(db, key)
+        if queue is None:
+            raise no_queue(key)
+        return service.deliver(queue, count, visibility) or None
+
+    blocked: Block = Block([(db, key)], block, retry, NULL_ARRAY)
+    return blocked
+
+
+@command("q.ack", -3, "write fast", (1, 1, 1), "stream", summary="Acks deliveries.")
+def q_ack(client: Client, args: list[bytes]) -> Any:
+    service = client.server.queues
+    return service.ack(service.require(client, args[1]), args[2:])
+
+
+@command(
+    "q.nack",
+    -3,
+    "write fast",
+    (1, 1, 1),
+    "stream",
+    summary="Gives a delivery back: visible again now or after DELAY.",
+)
+def q_nack(client: Client, args: list[bytes]) -> Any:
+    service = client.server.queues
+    queue = service.require(client, args[1])
+    delay = 0
+    if len(args) == 5 and args[3].lower() == b"delay":
+        delay = _ms(args[4], "DELAY")
+    elif len(args) != 3:
+        raise syntax()
+    service.nack(queue, args[2], delay)
+    return OK
+
+
+@command(
+    "q.touch",
+    4,
+    "write fast",
+    (1, 1, 1),
+    "stream",
+    summary="Moves a delivery's visibility deadline to now + ms.",
+)
+def q_touch(client: Client, args: list[bytes]) -> Any:
+    service = client.server.queues
+    queue = service.require(client, args[1])
+    ms = _ms(args[3], "the visibility timeout", MAX_VISIBILITY_MS)
+    service.touch(queue, args[2], ms)
+    return OK
+
+
+@command(
+    "q.consume",
+    -2,
+    "write no_multi",
+    (1, 1, 1),
+    "stream",
+    summary="Switches the connection to push mode on a queue.",
+)
+def q_consume(client: Client, args: list[bytes]) -> Any:
+    service = client.server.queues
+    queue = service.require(client, args[1])
+    prefetch, visibility = 10, queue.settings.visibility
+    i = 2
+    while i < len(args):
+        option = args[i].lower()
+        if i + 1 >= len(args):
+            raise syntax()
+        if option == b"prefetch":
+            prefetch = _positive(args[i + 1], "PREFETCH", MAX_POP_COUNT)
+        elif option == b"visibility":
+            visibility = _ms(args[i + 1], "VISIBILITY", MAX_VISIBILITY_MS)
+        else:
+            raise syntax()
+        i += 2
+    if client.push_handler is not None:
+        raise CommandError("this connection already consumes a queue: Q.CANCEL it first")
+    client.push_handler = service.start_consuming(client, queue, prefetch, visibility)
+    return OK
+
+
+@command(
+    "q.cancel",
+    -1,
+    "write fast",
+    group="stream",
+    summary="Ends push mode; messages in flight keep their deadlines.",
+)
+def q_cancel(client: Client, args: list[bytes]) -> Any:
+    if len(args) > 2:
+        raise wrong_arity("q.cancel")
+    consumer = client.push_handler
+    if consumer is None:
+        return 0
+    client.push_handler = None
+    client.server.queues.stop_consuming(consumer, release=False)
+    return 1
+
+
+# -- fan-out, replay, dead letters ----------------------------------------------------------
+
+
+def _stream(client: Client, key: bytes) -> Stream:
+    stream = client.server.store.get(client.db, key)
+    if stream is None:
+        raise no_queue(key)
+    return stream
+
+
+@command(
+    "q.subscribe",
+    -3,
+    "write",
+    (1, 2, 1),
+    "stream",
+    summary="Copies every message committed to source into queue, once, in order.",
+)
+def q_subscribe(client: Client, args: list[bytes]) -> Any:
+    service = client.server.queues
+    queue = service.require(client, args[1])
+    source = _stream(client, args[2])
+    position = source.data.next_offset
+    if len(args) == 5 and args[3].lower() == b"from":
+        where = args[4].lower()
+        if where == b"earliest":
+            position = source.start
+        elif where != b"latest":
+            sid = ids.parse(args[4], strict=True)
+            position = max(source.start, source.data.offset_of_id(*ids.split(sid)))
+    elif len(args) != 3:
+        raise syntax()
+    if source.uid in queue.subs:
+        return OK
+    if source is queue.stream or service.reaches(queue.stream, source):
+        raise CommandError(
+            f"subscribing '{_text(args[1])}' to '{_text(args[2])}' would make a cycle"
+        )
+    queue.stream.log_op(["q.sub", source.uid, position])
+    service.subscribed = True
+    client.server.schedule_flush()
+    return OK
+
+
+@command(
+    "q.unsubscribe",
+    3,
+    "write",
+    (1, 2, 1),
+    "stream",
+    summary="Stops copying from source into queue.",
+)
+def q_unsubscribe(client: Client, args: list[bytes]) -> Any:
+    queue = client.server.queues.require(client, args[1])
+    source = client.server.store.get(client.db, args[2])
+    if source is None or source.uid not in queue.subs:
+        return 0
+    queue.stream.log_op(["q.unsub", source.uid])
+    return 1
+
+
+@command(
+    "q.seek",
+    -3,
+    "write",
+    (1, 1, 1),
+    "stream",
+    summary="Moves a queue's cursor: replay from, or skip to, a point.",
+)
+def q_seek(client: Client, args: list[bytes]) -> Any:
+    service = client.server.queues
+    queue = service.require(client, args[1])
+    stream = queue.stream
+    where = args[2].lower()
+    if len(args) == 4 and where == b"time":
+        ms = _ms(args[3], "TIME")
+        cursor = stream.data.offset_of_id(ms, 0)
+    elif len(args) != 3:
+        raise syntax()
+    elif where == b"earliest":
+        cursor = stream.start
+    elif where == b"latest":
+        cursor = stream.data.next_offset
+    else:
+        sid = ids.parse(args[2], strict=True)
+        cursor = stream.data.offset_of_id(*ids.split(sid))
+    stream.log_op(["q.seek", max(cursor, stream.start)])
+    service.wake(queue)
+    return OK
+
+
+@command(
+    "q.redrive",
+    -2,
+    "write",
+    (1, 1, 1),
+    "stream",
+    summary="Moves dead letters back to the queue each came from, or to TO.",
+)
+def q_redrive(client: Client, args: list[bytes]) -> Any:
+    service = client.server.queues
+    dlq = service.require(client, args[1])
+    target: Queue | None = None
+    count: int | None = None
+    i = 2
+    while i < len(args):
+        option = args[i].lower()
+        if i + 1 >= len(args):
+            raise syntax()
+        if option == b"to":
+            target = service.require(client, args[i + 1])
+        elif option == b"count":
+            count = _positive(args[i + 1], "COUNT", 1 << 62)
+        else:
+            raise syntax()
+        i += 2
+    moved = 0
+    while count is None or moved < count:
+        batch = 1000 if count is None else min(1000, count - moved)
+        done = service.redrive(dlq, target, batch)
+        moved += done
+        if done < batch:
+            break
+    return moved
+
+
+@command("q.stats", 2, "readonly", (1, 1, 1), "stream", summary="A queue's statistics.")
+def q_stats(client: Client, args: list[bytes]) -> Any:
+    service = client.server.queues
+    queue = service.require(client, args[1])
+    stream = queue.stream
+    now = service.clock.now_ms()
+    oldest = queue.oldest_visible()
+    oldest_age = 0
+    if oldest is not None:
+        oldest_age = max(0, now - (stream.id_at(oldest) >> 64))
+    waiting = len(client.server.waiters.get((client.db, args[1]), ()))
+    first = stream.first_entry()
+    return {
+        **{k.encode(): v for k, v in queue.counts().items()},
+        b"dead_lettered": queue.dead_lettered,
+        b"dropped": queue.dropped,
+        b"pushed": stream.entries_added,
+        b"acked": queue.acked,
+        b"oldest_visible_age_ms": oldest_age,
+        b"consumers": len(queue.consumers) + waiting,
+        b"subscribers": len(service.subscribers(stream)),
+        b"subscriptions": len(queue.subs),
+        b"log_bytes": stream.data.size_bytes,
+        b"segments": len(stream.data.segments),
+        b"first_id": ids.fmt(first[0]) if first else b"0-0",
+        b"last_id": ids.fmt(stream.last_id),
+    }

@@ -1,0 +1,1 @@
+"""Queues (the Q.* commands): SQS semantics on a stream and its state log."""

@@ -1,0 +1,534 @@
+"""A queue: a stream plus the consumer state SQS users expect, kept as a state
+machine over ops in the stream's state log (narad/streams/stream.py: `log_op`
+applies an op to memory with the same handler recovery replays).
+
+The words are DESIGN.md's: a message is *visible* (may be delivered now), *in
+flight* (delivered, with a deadline), *delayed* (invisible until due), *acked* (done
+for good unless a seek replays it) or *dead-lettered*.
+
+In memory (all of it rebuilt from the state log on open):
+
+- `cursor`: the offset in the data log of the next message never delivered since
+  the last seek. Messages from the cursor on are visible unless tracked otherwise.
+- `tracked`: offset -> packed int (see `pack`) for the interesting messages only: in
+  flight, delayed, or visible again after a delivery (expired or nacked). The boring
+  path, delivered then acked, leaves nothing behind.
+- `ready`: a heap of tracked offsets that became visible again; `timers`: a heap of
+  `due << 40 | offset` for deadlines and delays. Both are lazy: an entry that no
+  longer matches `tracked` is skipped when it surfaces.
+- `dedup`: producer dedup key -> `id << 44 | expires_ms`.
+- `subs`: the sources this queue subscribes to (fan-out), by the source's uid.
+
+Time only enters through arguments (`now_ms`): applying an op never reads a clock,
+so replay rebuilds exactly the state that was live. An in-flight message whose
+deadline passed is made visible by `expire`, which the server's timer calls; that
+step is not logged because replay reaches the same state by calling it again.
+
+Receipts name one delivery: `<offset>-<delivery>` in hex, where `delivery` numbers
+the deliver op (one per Q.POP call or push) that handed the message out.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import heapq
+from collections.abc import Iterable
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any, NamedTuple
+
+from narad.streams import ids
+from narad.streams.stream import Stream, op_handler
+
+if TYPE_CHECKING:
+    from narad.log import Record
+
+VISIBLE, IN_FLIGHT, DELAYED = 0, 1, 2
+STATE_NAMES = ("visible", "in_flight", "delayed")
+MAX_VISIBILITY_MS = 12 * 3600 * 1000
+_OFFSET_BITS = 40  # in timer entries
+_EXPIRES_BITS = 44  # in dedup entries
+
+# -- tracked messages, one int each (about 200 bytes per message all told) -----------
+
+
+class Tracked(NamedTuple):
+    state: int  # VISIBLE, IN_FLIGHT or DELAYED
+    receives: int  # deliveries so far
+    delivery: int  # the number of the latest delivery (names its receipt)
+    due: int  # IN_FLIGHT: the visibility deadline; DELAYED: when it becomes visible
+    first_ms: int  # the time of the first delivery (0: never delivered)
+
+
+def pack(state: int, receives: int, delivery: int, due: int, first_ms: int) -> int:
+    return (((first_ms << 44 | due) << 40 | delivery) << 20 | receives) << 2 | state
+
+
+def unpack(value: int) -> Tracked:
+    return Tracked(
+        value & 3,
+        (value >> 2) & 0xFFFFF,
+        (value >> 22) & ((1 << 40) - 1),
+        (value >> 62) & ((1 << 44) - 1),
+        value >> 106,
+    )
+
+
+def receipt(offset: int, delivery: int) -> bytes:
+    return b"%x-%x" % (offset, delivery)
+
+
+def parse_receipt(raw: bytes) -> tuple[int, int] | None:
+    offset, sep, delivery = raw.partition(b"-")
+    try:
+        if sep and offset and delivery:
+            return int(offset, 16), int(delivery, 16)
+    except ValueError:
+        pass
+    return None
+
+
+# -- settings ---------------------------------------------------------------------------
+
+
+@dataclass
+class Settings:
+    """A queue's settings, as Q.CREATE and Q.CONFIG name them."""
+
+    visibility: int = 30_000  # ms a delivery stays in flight unless Q.POP says otherwise
+    maxreceives: int = 0  # deliveries before dead-lettering (0: no limit)
+    dlq: bytes = b""  # the dead-letter queue's name ("": drop and count)
+    delay: int = 0  # ms every pushed message stays invisible
+    retention: int = 0  # ms the data log keeps messages (0: the server's retention-ms)
+    maxbytes: int = 0  # bytes the data log keeps (0: the server's retention-bytes)
+    dedupwindow: int = 300_000  # ms a DEDUP key is remembered
+
+    NAMES = ("visibility", "maxreceives", "dlq", "delay", "retention", "maxbytes", "dedupwindow")
+
+    def to_list(self) -> list[Any]:
+        return [getattr(self, name) for name in self.NAMES]
+
+    @classmethod
+    def from_list(cls, raw: list[Any]) -> Settings:
+        return cls(*raw)
+
+    def differences(self, other: Settings) -> list[str]:
+        return [name for name in self.NAMES if getattr(self, name) != getattr(other, name)]
+
+
+@dataclass
+class Subscription:
+    """This queue copies every committed message of the source (by uid) from `next`."""
+
+    source: int  # the source stream's uid
+    next: int  # the source offset to copy next
+    hint_data_offset: int  # this queue's data end when `next` was last logged
+    initial: int  # where copying started (Q.SUBSCRIBE FROM)
+
+
+# -- the queue --------------------------------------------------------------------------
+
+
+class Queue:
+    def __init__(self, stream: Stream, settings: Settings) -> None:
+        self.stream = stream
+        self.settings = settings
+        self.cursor = stream.start
+        self.tracked: dict[int, int] = {}
+        self.ready: list[int] = []
+        self.timers: list[int] = []
+        self.deliveries = 0
+        self.acked = 0
+        self.dead_lettered = 0
+        self.dropped = 0
+        self.dedup: dict[bytes, int] = {}
+        self.subs: dict[int, Subscription] = {}
+        # Not durable: push-mode consumers (narad/queues/push.py) and what they hold.
+        self.consumers: list[Any] = []
+        self.holder: dict[int, Any] = {}  # offset -> the push consumer it was pushed to
+        self.waiting = False  # blocked Q.POP clients may wait on it (the server knows)
+
+    # -- choosing what to deliver (no op: the caller logs a deliver op) ---------------
+
+    def choose(self, count: int) -> tuple[list[int], int]:
+        """Up to `count` visible messages, oldest offset first: those visible again
+        and those from the cursor on, merged. Returns them and the cursor after."""
+        stream = self.stream
+        end, deleted = stream.data.next_offset, stream.deleted
+        tracked, ready = self.tracked, self.ready
+        cursor = max(self.cursor, stream.start)
+        chosen: list[int] = []
+        taken: set[int] = set()
+        while len(chosen) < count:
+            self._clean_ready(taken)
+            if ready and ready[0] < cursor:
+                taken.add(ready[0])
+                chosen.append(heapq.heappop(ready))
+                continue
+            while cursor < end:  # the next message from the cursor
+                offset = cursor
+                cursor += 1
+                if offset in deleted:
+                    continue
+                value = tracked.get(offset)
+                if value is None or value & 3 == VISIBLE:
+                    chosen.append(offset)
+                    taken.add(offset)
+                    break
+            else:
+                if ready:  # visible again, beyond a cursor that a seek moved back
+                    taken.add(ready[0])
+                    chosen.append(heapq.heappop(ready))
+                    continue
+                break
+        return chosen, cursor
+
+    def unchoose(self, offsets: list[int]) -> None:
+        """Give back what `choose` returned when it is not delivered after all."""
+        for offset in offsets:
+            if offset in self.tracked:
+                heapq.heappush(self.ready, offset)
+
+    def _clean_ready(self, taken: set[int] | None = None) -> None:
+        """Pop heap entries that no longer name a visible tracked message."""
+        ready, tracked, stream = self.ready, self.tracked, self.stream
+        while ready:
+            top = ready[0]
+            if top < stream.start or top in stream.deleted:
+                heapq.heappop(ready)
+                tracked.pop(top, None)
+            elif tracked.get(top, IN_FLIGHT) & 3 != VISIBLE or (taken and top in taken):
+                heapq.heappop(ready)
+            else:
+                return
+
+    def oldest_visible(self) -> int | None:
+        """The offset of the oldest visible message, if any (nothing is taken)."""
+        self._clean_ready()
+        stream = self.stream
+        best = self.ready[0] if self.ready else None
+        offset, end = max(self.cursor, stream.start), stream.data.next_offset
+        while offset < end and (best is None or offset < best):
+            value = self.tracked.get(offset)
+            if offset not in stream.deleted and (value is None or value & 3 == VISIBLE):
+                return offset
+            offset += 1
+        return best
+
+    def expire(self, now_ms: int) -> tuple[list[int], list[int]]:
+        """Deadlines and delays due by `now_ms`: those messages become visible.
+        Returns (visible again, to dead-letter): a message already delivered
+        `maxreceives` times is not made visible but returned for dead-lettering."""
+        timers, tracked = self.timers, self.tracked
+        visible: list[int] = []
+        dead: list[int] = []
+        limit = now_ms << _OFFSET_BITS | ((1 << _OFFSET_BITS) - 1)
+        mask = (1 << _OFFSET_BITS) - 1
+        while timers and timers[0] <= limit:
+            entry = heapq.heappop(timers)
+            offset, due = entry & mask, entry >> _OFFSET_BITS
+            value = tracked.get(offset)
+            if value is None:
+                continue
+            t = unpack(value)
+            if t.state == VISIBLE or t.due != due:
+                continue
+            if self._dead_on_visible(t):
+                dead.append(offset)
+                continue
+            self._make_visible(offset, t)
+            visible.append(offset)
+        return visible, dead
+
+    def _dead_on_visible(self, t: Tracked) -> bool:
+        limit = self.settings.maxreceives
+        return bool(limit) and t.receives >= limit
+
+    def _make_visible(self, offset: int, t: Tracked) -> None:
+        if t.receives == 0 and offset >= self.cursor:
+            del self.tracked[offset]  # never delivered: the cursor will reach it
+            return
+        self.tracked[offset] = pack(VISIBLE, t.receives, t.delivery, 0, t.first_ms)
+        heapq.heappush(self.ready, offset)
+
+    def next_due(self) -> int | None:
+        return self.timers[0] >> _OFFSET_BITS if self.timers else None
+
+    def _timer(self, due: int, offset: int) -> None:
+        heapq.heappush(self.timers, due << _OFFSET_BITS | offset)
+
+    # -- receipts ---------------------------------------------------------------------
+
+    def current(self, offset: int, delivery: int) -> Tracked | bool | None:
+        """What a receipt names: the tracked message when it names the latest
+        delivery, False when the message was delivered again since (stale), None
+        when the message is no longer tracked (acked, dead-lettered, trimmed)."""
+        value = self.tracked.get(offset)
+        if value is None or offset < self.stream.start:
+            return None
+        t = unpack(value)
+        if t.delivery != delivery or t.receives == 0:
+            return False
+        return t
+
+    # -- dedup --------------------------------------------------------------------------
+
+    def dedup_lookup(self, key: bytes, now_ms: int) -> int | None:
+        value = self.dedup.get(key)
+        if value is None or value & ((1 << _EXPIRES_BITS) - 1) <= now_ms:
+            return None
+        return value >> _EXPIRES_BITS
+
+    def dedup_purge(self, now_ms: int) -> None:
+        """Forget expired keys, oldest first (insertion order is expiry order while
+        the window stays the same; a key out of order is only forgotten later)."""
+        dedup = self.dedup
+        mask = (1 << _EXPIRES_BITS) - 1
+        for key in list(dedup):
+            if dedup[key] & mask > now_ms:
+                break
+            del dedup[key]
+
+    # -- statistics ---------------------------------------------------------------------
+
+    def counts(self) -> dict[str, int]:
+        """visible, in_flight, delayed: O(tracked)."""
+        stream = self.stream
+        start, end = stream.start, stream.data.next_offset
+        cursor = max(self.cursor, start)
+        by_state = [0, 0, 0]
+        ahead = 0  # tracked at or after the cursor
+        for offset, value in self.tracked.items():
+            if start <= offset < end and offset not in stream.deleted:
+                by_state[value & 3] += 1
+                ahead += offset >= cursor
+        deleted_ahead = sum(1 for o in stream.deleted if o >= cursor)
+        untracked = max(0, end - cursor - deleted_ahead - ahead)
+        return {
+            "visible": by_state[VISIBLE] + untracked,
+            "in_flight": by_state[IN_FLIGHT],
+            "delayed": by_state[DELAYED],
+        }
+
+    # -- snapshots ----------------------------------------------------------------------
+
+    def snapshot(self) -> list[Any]:
+        return [
+            self.settings.to_list(),
+            self.cursor,
+            [[o, v] for o, v in self.tracked.items()],
+            self.deliveries,
+            [self.acked, self.dead_lettered, self.dropped],
+            [[k, v] for k, v in self.dedup.items()],
+            [[s.source, s.next, s.hint_data_offset, s.initial] for s in self.subs.values()],
+        ]
+
+    @classmethod
+    def from_snapshot(cls, stream: Stream, raw: list[Any]) -> Queue:
+        settings, cursor, tracked, deliveries, counters, dedup, subs = raw
+        queue = cls(stream, Settings.from_list(settings))
+        queue.cursor = cursor
+        for offset, value in tracked:
+            queue._track(offset, value)
+        queue.deliveries = deliveries
+        queue.acked, queue.dead_lettered, queue.dropped = counters
+        queue.dedup = {bytes(k): v for k, v in dedup}
+        queue.subs = {s[0]: Subscription(*s) for s in subs}
+        return queue
+
+    def _track(self, offset: int, value: int) -> None:
+        """Set a tracked message and the heap entry its state needs."""
+        self.tracked[offset] = value
+        state = value & 3
+        if state == VISIBLE:
+            heapq.heappush(self.ready, offset)
+        else:
+            self._timer(unpack(value).due, offset)
+
+    def forget_lost_tail(self) -> None:
+        """After recovery: state about offsets the data log no longer has (their
+        records were not durable, so no producer was acked) is dropped."""
+        end = self.stream.data.next_offset
+        for offset in [o for o in self.tracked if o >= end]:
+            del self.tracked[offset]
+        self.cursor = min(self.cursor, end)
+        last = max(self.stream.top_id, ids.make(*self.stream.data.last_id))
+        for key in [k for k, v in self.dedup.items() if v >> _EXPIRES_BITS > last]:
+            del self.dedup[key]
+
+
+# -- reading messages -------------------------------------------------------------------
+
+
+def read_records(stream: Stream, offsets: Iterable[int]) -> list[Record]:
+    """The data records at `offsets` (each present), in the order given, read in
+    runs of consecutive offsets."""
+    stream._readable()
+    data = stream.data
+    out: list[Record] = []
+    run: list[int] = []
+
+    def flush() -> None:
+        if run:
+            out.extend(data.read(run[0], count_max=len(run)))
+            run.clear()
+
+    for offset in offsets:
+        if run and offset != run[-1] + 1:
+            flush()
+        run.append(offset)
+    flush()
+    return out
+
+
+def record_id(rec: Record) -> int:
+    return ids.make(rec.id_ms, rec.id_seq)
+
+
+# -- ops ----------------------------------------------------------------------------------
+#
+# ["q.create", settings]              the stream becomes a queue
+# ["q.config", settings]              new settings
+# ["q.deliver", delivery, deadline, now_ms, cursor, [offsets]]
+# ["q.ack", [offsets]]                consumer acks
+# ["q.nack", due, [offsets]]          visible again at `due` (0: now)
+# ["q.touch", offset, deadline]
+# ["q.delay", due, [offsets]]         pushed with a delay
+# ["q.dedup", key, id, expires_ms]
+# ["q.dead", dropped, [offsets]]      dead-lettered (appended to the DLQ first) or dropped
+# ["q.take", cursor, [offsets]]       taken out for good (Q.REDRIVE moved them)
+# ["q.seek", cursor]
+# ["q.sub", source_uid, next] / ["q.unsub", source_uid]
+# ["q.subpos", source_uid, next, data_offset]   forwarding progress (a hint: see push)
+
+
+def _queue(stream: Stream) -> Queue:
+    queue = stream.queue
+    assert queue is not None, "queue op on a stream that is not a queue"
+    return queue
+
+
+@op_handler("q.create")
+def _apply_create(stream: Stream, op: list[Any]) -> None:
+    if stream.queue is None:
+        stream.queue = Queue(stream, Settings.from_list(op[1]))
+
+
+@op_handler("q.config")
+def _apply_config(stream: Stream, op: list[Any]) -> None:
+    _queue(stream).settings = Settings.from_list(op[1])
+
+
+@op_handler("q.deliver")
+def _apply_deliver(stream: Stream, op: list[Any]) -> None:
+    _, delivery, deadline, now_ms, cursor, offsets = op
+    queue = _queue(stream)
+    tracked = queue.tracked
+    for offset in offsets:
+        value = tracked.get(offset)
+        if value is None:
+            receives, first_ms = 1, now_ms
+        else:
+            t = unpack(value)
+            receives, first_ms = t.receives + 1, t.first_ms or now_ms
+        tracked[offset] = pack(IN_FLIGHT, receives, delivery, deadline, first_ms)
+        queue._timer(deadline, offset)
+    queue.deliveries = max(queue.deliveries, delivery)
+    queue.cursor = cursor
+
+
+@op_handler("q.ack")
+def _apply_ack(stream: Stream, op: list[Any]) -> None:
+    queue = _queue(stream)
+    for offset in op[1]:
+        if queue.tracked.pop(offset, None) is not None:
+            queue.acked += 1
+
+
+@op_handler("q.nack")
+def _apply_nack(stream: Stream, op: list[Any]) -> None:
+    queue = _queue(stream)
+    due = op[1]
+    for offset in op[2]:
+        value = queue.tracked.get(offset)
+        if value is None:
+            continue
+        t = unpack(value)
+        if due:
+            queue._track(offset, pack(DELAYED, t.receives, t.delivery, due, t.first_ms))
+        else:
+            queue._track(offset, pack(VISIBLE, t.receives, t.delivery, 0, t.first_ms))
+
+
+@op_handler("q.touch")
+def _apply_touch(stream: Stream, op: list[Any]) -> None:
+    queue = _queue(stream)
+    _, offset, deadline = op
+    value = queue.tracked.get(offset)
+    if value is not None:
+        t = unpack(value)
+        queue._track(offset, pack(IN_FLIGHT, t.receives, t.delivery, deadline, t.first_ms))
+
+
+@op_handler("q.delay")
+def _apply_delay(stream: Stream, op: list[Any]) -> None:
+    queue = _queue(stream)
+    due = op[1]
+    for offset in op[2]:
+        queue._track(offset, pack(DELAYED, 0, 0, due, 0))
+
+
+@op_handler("q.dedup")
+def _apply_dedup(stream: Stream, op: list[Any]) -> None:
+    _, key, sid, expires = op
+    queue = _queue(stream)
+    queue.dedup.pop(bytes(key), None)  # re-inserted last: insertion order is expiry order
+    queue.dedup[bytes(key)] = int.from_bytes(sid, "big") << _EXPIRES_BITS | expires
+
+
+@op_handler("q.dead")
+def _apply_dead(stream: Stream, op: list[Any]) -> None:
+    queue = _queue(stream)
+    for offset in op[2]:
+        if queue.tracked.pop(offset, None) is not None:
+            if op[1]:
+                queue.dropped += 1
+            else:
+                queue.dead_lettered += 1
+
+
+@op_handler("q.take")
+def _apply_take(stream: Stream, op: list[Any]) -> None:
+    queue = _queue(stream)
+    for offset in op[2]:
+        queue.tracked.pop(offset, None)
+    queue.cursor = op[1]
+    queue.acked += len(op[2])
+
+
+@op_handler("q.seek")
+def _apply_seek(stream: Stream, op: list[Any]) -> None:
+    _queue(stream).cursor = op[1]
+
+
+@op_handler("q.sub")
+def _apply_sub(stream: Stream, op: list[Any]) -> None:
+    _, source, next_offset = op
+    sub = Subscription(source, next_offset, stream.data.next_offset, next_offset)
+    _queue(stream).subs[source] = sub
+
+
+@op_handler("q.unsub")
+def _apply_unsub(stream: Stream, op: list[Any]) -> None:
+    _queue(stream).subs.pop(op[1], None)
+
+
+@op_handler("q.subpos")
+def _apply_subpos(stream: Stream, op: list[Any]) -> None:
+    _, source, next_offset, data_offset = op
+    sub = _queue(stream).subs.get(source)
+    if sub is not None:
+        sub.next, sub.hint_data_offset = next_offset, data_offset
+
+
+def with_settings(settings: Settings, **changes: Any) -> Settings:
+    return dataclasses.replace(settings, **changes)

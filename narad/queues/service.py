@@ -1,0 +1,572 @@
+"""The server side of queues: what happens because time passes or data is
+committed, not because a command asked. Owned by the server, on the event loop.
+
+- Delivering (Q.POP, push consumers): choose visible messages, log one deliver op,
+  read the records, build the message maps.
+- The timer: one loop timer at the earliest deadline or delay of any queue; when it
+  fires, due messages become visible (or are dead-lettered) and waiters are woken.
+- Dead-lettering: the message is appended to the DLQ with its origin, then the
+  source logs it as dead. A crash between the two may leave a copy in the DLQ while
+  the source still holds the message (dead-lettered twice later): never lost.
+- Fan-out: after every commit, each subscription copies the source's *committed*
+  records (durable under `fsync always`, written under `everysec` / `no`) that it
+  has not copied yet. Each copy carries `source` and `source_id`; on open the
+  position is recomputed from the copies themselves (see `recover_subscription`),
+  which makes the copy exactly-once across crashes.
+- Push consumers (Q.CONSUME): served at the end of each loop iteration, before the
+  commit that their frames wait for.
+
+Every change to queue state goes through `Stream.log_op`, so replies and push frames
+leave only after the commit that makes their ops durable.
+"""
+
+from __future__ import annotations
+
+import logging
+import time
+from collections.abc import Iterator
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING, Any
+
+from narad.clock import Clock
+from narad.errors import CommandError, no_queue
+from narad.log import FLAG_ENTRY, FsyncPolicy, decode_fields
+from narad.queues.queue import (
+    IN_FLIGHT,
+    Queue,
+    Settings,
+    parse_receipt,
+    read_records,
+    receipt,
+    record_id,
+    unpack,
+)
+from narad.resp import Push
+from narad.streams import ids
+from narad.streams.stream import Stream
+
+if TYPE_CHECKING:
+    import asyncio
+
+    from narad.server import Client, Server
+
+logger = logging.getLogger("narad.queues")
+
+FORWARD_BATCH = 512  # records copied per subscription per loop iteration
+PUSH_BATCH = 32  # messages one push consumer takes per turn, for fairness
+SOURCE_FIELDS = (b"source", b"source_id")
+ORIGIN_FIELDS = (b"origin", b"origin_id", b"origin_receives", b"first_received_at")
+
+Message = dict[bytes, Any]
+
+
+@dataclass(eq=False)
+class PushConsumer:
+    """A connection in push mode (Q.CONSUME) on one queue."""
+
+    service: QueueService
+    client: Client
+    queue: Queue
+    prefetch: int
+    visibility: int
+    held: set[int] = field(default_factory=set)  # offsets pushed and not yet settled
+
+    def disconnected(self) -> None:
+        self.service.stop_consuming(self)
+
+
+class QueueService:
+    def __init__(self, server: Server) -> None:
+        self.server = server
+        self.store = server.store
+        self.clock = Clock()
+        self._timer: asyncio.TimerHandle | None = None
+        self._timer_due = 0
+        self.to_serve: set[Queue] = set()  # queues whose push consumers may take more
+        self.consuming = 0  # push consumers connected (a cheap test on the XADD path)
+        self.subscribed = False  # any subscription exists: forward after commits
+
+    # -- finding queues ---------------------------------------------------------------
+
+    def queues(self) -> Iterator[Queue]:
+        for stream in self.store.streams.values():
+            if stream.queue is not None:
+                yield stream.queue
+
+    def get(self, db: int, key: bytes) -> Queue | None:
+        stream = self.store.get(db, key)
+        return None if stream is None else stream.queue
+
+    def require(self, client: Client, key: bytes) -> Queue:
+        queue = self.get(client.db, key)
+        if queue is None:
+            raise no_queue(key)
+        return queue
+
+    # -- lifecycle --------------------------------------------------------------------
+
+    def opened(self) -> None:
+        """After the store opened: settings into the logs, subscription positions
+        recovered, timers armed."""
+        for queue in list(self.queues()):
+            self.apply_settings(queue)
+            for sub in list(queue.subs.values()):
+                self.recover_subscription(queue, sub.source)
+        self.subscribed = any(q.subs for q in self.queues())
+        self.tick()
+
+    def apply_settings(self, queue: Queue) -> None:
+        """The settings that live in the data log's config (retention)."""
+        import dataclasses
+
+        data = queue.stream.data
+        base = self.store._log_config()
+        s = queue.settings
+        data.config = dataclasses.replace(
+            data.config,
+            retention_ms=s.retention or base.retention_ms,
+            retention_bytes=s.maxbytes or base.retention_bytes,
+        )
+
+    def dropped(self, stream: Stream) -> None:
+        """A queue's key went away: its push consumers stop, its subscribers stop
+        copying from it (at the next forward)."""
+        queue = stream.queue
+        if queue is None:
+            return
+        for consumer in list(queue.consumers):
+            consumer.client.push_handler = None
+            self.stop_consuming(consumer, release=False)
+        self.to_serve.discard(queue)
+        self.server.schedule_flush()
+
+    # -- delivering -------------------------------------------------------------------
+
+    def deliver(self, queue: Queue, count: int, visibility: int) -> list[Message]:
+        """Deliver up to `count` visible messages with deadline now + `visibility`."""
+        now = self.clock.now_ms()
+        self._expire(queue, now)
+        offsets, cursor = queue.choose(count)
+        if not offsets:
+            if cursor != queue.cursor:  # it scanned past delayed or in-flight messages
+                queue.stream.log_op(["q.seek", cursor])
+            return []
+        delivery = queue.deliveries + 1
+        deadline = now + visibility
+        stream = queue.stream
+        stream.log_op(["q.deliver", delivery, deadline, now, cursor, offsets])
+        self.arm(deadline)
+        tracked = queue.tracked
+        return [
+            message(rec, receipt(rec.offset, delivery), unpack(tracked[rec.offset]).receives)
+            for rec in read_records(stream, offsets)
+        ]
+
+    def ack(self, queue: Queue, receipts: list[bytes]) -> int:
+        """Q.ACK: all receipts or none. Receipts of messages no longer tracked
+        (acked before, dead-lettered, trimmed) are not counted."""
+        offsets = []
+        for raw in receipts:
+            offset, t = self._resolve(queue, raw)
+            if t is not None and offset not in offsets:
+                offsets.append(offset)
+        if offsets:
+            queue.stream.log_op(["q.ack", offsets])
+            self._settled(queue, offsets)
+        return len(offsets)
+
+    def nack(self, queue: Queue, raw: bytes, delay: int) -> None:
+        offset, t = self._resolve(queue, raw, in_flight=True)
+        assert t is not None
+        if delay:
+            queue.stream.log_op(["q.nack", self.clock.now_ms() + delay, [offset]])
+            self.arm(self.clock.now_ms() + delay)
+        elif queue._dead_on_visible(t):
+            self.dead_letter(queue, [offset])
+        else:
+            queue.stream.log_op(["q.nack", 0, [offset]])
+            self.wake(queue)
+        self._settled(queue, [offset])
+
+    def touch(self, queue: Queue, raw: bytes, ms: int) -> None:
+        offset, _ = self._resolve(queue, raw, in_flight=True)
+        deadline = self.clock.now_ms() + ms
+        queue.stream.log_op(["q.touch", offset, deadline])
+        self.arm(deadline)
+
+    def _resolve(self, queue: Queue, raw: bytes, in_flight: bool = False) -> tuple[int, Any]:
+        parsed = parse_receipt(raw)
+        if parsed is None:
+            raise CommandError(f"invalid receipt '{raw.decode('utf-8', 'replace')}'")
+        offset, delivery = parsed
+        t = queue.current(offset, delivery)
+        if t is False:
+            raise stale(raw, "the message was delivered again since")
+        if in_flight:
+            if t is None:
+                raise stale(raw, "the message is no longer in flight")
+            now = self.clock.now_ms()
+            assert not isinstance(t, bool)
+            if t.state != IN_FLIGHT or t.due <= now:
+                raise stale(raw, "its visibility deadline passed")
+        return offset, t
+
+    def _settled(self, queue: Queue, offsets: list[int]) -> None:
+        """Messages left their push consumer's prefetch window."""
+        if not queue.holder:
+            return
+        for offset in offsets:
+            consumer = queue.holder.pop(offset, None)
+            if consumer is not None:
+                consumer.held.discard(offset)
+                self.to_serve.add(queue)
+                self.server.schedule_flush()
+
+    # -- time ---------------------------------------------------------------------------
+
+    def arm(self, due: int) -> None:
+        """Make sure the timer fires by `due` (clock ms)."""
+        loop = self.server.loop
+        if loop is None or self.clock.frozen_ms is not None:
+            return  # a frozen clock only moves by DEBUG CLOCK, which ticks
+        if self._timer is not None and self._timer_due <= due:
+            return
+        if self._timer is not None:
+            self._timer.cancel()
+        delay = max(0, due - self.clock.now_ms()) / 1000
+        self._timer_due = due
+        self._timer = loop.call_later(delay, self.tick)
+
+    def tick(self) -> None:
+        """Deadlines and delays due now take effect in every queue."""
+        self._timer = None
+        now = self.clock.now_ms()
+        earliest = None
+        for queue in list(self.queues()):
+            self._expire(queue, now)
+            queue.dedup_purge(now)
+            due = queue.next_due()
+            if due is not None and (earliest is None or due < earliest):
+                earliest = due
+        if earliest is not None:
+            self.arm(earliest)
+        self.server.schedule_flush()
+
+    def _expire(self, queue: Queue, now: int) -> None:
+        due = queue.next_due()
+        if due is None or due > now:
+            return
+        visible, dead = queue.expire(now)
+        if dead:
+            self.dead_letter(queue, dead)
+        if visible:
+            self._settled(queue, visible)
+            self.wake(queue)
+
+    def wake(self, queue: Queue) -> None:
+        """Visible messages appeared: blocked Q.POP clients and push consumers."""
+        stream = queue.stream
+        self.server.signal_key(stream.db, stream.key)
+        if queue.consumers:
+            self.to_serve.add(queue)
+            self.server.schedule_flush()
+
+    def written(self, stream: Stream) -> None:
+        """An entry was appended to `stream` (XADD, Q.PUSH, a copy)."""
+        queue = stream.queue
+        if queue is not None and queue.consumers:
+            self.to_serve.add(queue)
+
+    # -- dead letters -----------------------------------------------------------------
+
+    def dead_letter(self, queue: Queue, offsets: list[int]) -> None:
+        stream = queue.stream
+        dlq = self.get(stream.db, queue.settings.dlq) if queue.settings.dlq else None
+        if dlq is None or dlq is queue:
+            if queue.settings.dlq:
+                logger.warning(
+                    "queue %r: dead-letter queue %r is gone, dropping %d messages",
+                    stream.key,
+                    queue.settings.dlq,
+                    len(offsets),
+                )
+            stream.log_op(["q.dead", 1, offsets])
+            return
+        for rec in read_records(stream, offsets):
+            t = unpack(queue.tracked[rec.offset])
+            fields = without(decode_fields(rec.payload), ORIGIN_FIELDS)
+            fields += [
+                b"origin", stream.key,
+                b"origin_id", ids.fmt(record_id(rec)),
+                b"origin_receives", b"%d" % t.receives,
+                b"first_received_at", b"%d" % t.first_ms,
+            ]  # fmt: skip
+            self.append(dlq.stream, fields)
+        stream.log_op(["q.dead", 0, offsets])
+        self.wake(dlq)
+
+    def redrive(self, dlq: Queue, to: Queue | None, count: int) -> int:
+        """Move up to `count` visible dead letters back to their origin (or `to`)."""
+        self._expire(dlq, self.clock.now_ms())
+        offsets, cursor = dlq.choose(count)
+        records = read_records(dlq.stream, offsets)
+        moves: list[tuple[Queue, list[bytes]]] = []
+        for rec in records:
+            fields = decode_fields(rec.payload)
+            target = to
+            if target is None:
+                origin = field_value(fields, b"origin")
+                target = None if origin is None else self.get(dlq.stream.db, origin)
+                if target is None:
+                    dlq.unchoose(offsets)
+                    shown = (origin or b"").decode("utf-8", "replace")
+                    raise CommandError(
+                        f"message {ids.fmt(record_id(rec)).decode()} came from "
+                        f"'{shown}', which is not a queue now: name one with TO",
+                        "NOQUEUE",
+                    )
+            moves.append((target, without(fields, ORIGIN_FIELDS)))
+        for target, fields in moves:
+            self.append(target.stream, fields)
+            self.wake(target)
+        if offsets or cursor != dlq.cursor:
+            dlq.stream.log_op(["q.take", cursor, offsets])
+        return len(offsets)
+
+    def append(self, stream: Stream, fields: list[bytes]) -> int:
+        """Append an entry with an automatic ID; its ID."""
+        last = stream.last_id
+        if last == ids.ID_MAX:
+            raise CommandError(
+                "The stream has exhausted the last possible ID, unable to add more items"
+            )
+        ms = time.time_ns() // 1_000_000
+        sid = ms << 64 if ms > last >> 64 else last + 1
+        stream.add(sid, fields)
+        self.server.key_written(stream.db, stream.key)
+        return sid
+
+    # -- fan-out ------------------------------------------------------------------------
+
+    def forward(self) -> None:
+        """Copy what sources committed since the last call into their subscribers."""
+        if not self.subscribed:
+            return
+        always = self.store.policy is FsyncPolicy.ALWAYS
+        more = False
+        for queue in list(self.queues()):
+            for sub in list(queue.subs.values()):
+                source = self.store.streams.get(sub.source)
+                if source is None:  # the source was deleted: the subscription ends
+                    queue.stream.log_op(["q.unsub", sub.source])
+                    continue
+                end = source.data.durable_end if always else source.data.written_end
+                start = max(sub.next, source.start)
+                if start >= end:
+                    continue
+                records = source.data.read(start, count_max=min(end - start, FORWARD_BATCH))
+                copied = 0
+                for rec in records:
+                    if rec.offset >= end:
+                        break
+                    if rec.offset not in source.deleted:
+                        fields = without(decode_fields(rec.payload), SOURCE_FIELDS)
+                        fields += [b"source", source.key, b"source_id", ids.fmt(record_id(rec))]
+                        self.append(queue.stream, fields)
+                    copied = rec.offset + 1
+                if copied:
+                    stream = queue.stream
+                    stream.log_op(["q.subpos", sub.source, copied, stream.data.next_offset])
+                    more = more or copied < end
+        self.subscribed = any(q.subs for q in self.queues())
+        if more:
+            self.server.schedule_flush()
+
+    def recover_subscription(self, queue: Queue, source_uid: int) -> None:
+        """Find where copying from the source resumes: after the last copy this
+        queue holds. The logged position is a hint, trusted only if the data log
+        still reaches the offset it was logged at (then every copy before is there)."""
+        stream = queue.stream
+        sub = queue.subs[source_uid]
+        source = self.store.streams.get(source_uid)
+        if source is None:
+            stream.log_op(["q.unsub", source_uid])
+            return
+        data = stream.data
+        found: int | None = None
+        if data.next_offset >= sub.hint_data_offset:
+            found = _last_copy(stream, source, sub.hint_data_offset)
+            position = sub.next if found is None else found
+        else:
+            found = _last_copy_backward(stream, source)
+            position = sub.initial if found is None else found
+        stream.log_op(["q.subpos", source_uid, position, data.next_offset])
+
+    def subscribers(self, stream: Stream) -> list[Queue]:
+        return [q for q in self.queues() if stream.uid in q.subs]
+
+    def reaches(self, start: Stream, target: Stream) -> bool:
+        """Does copying flow from `start` to `target` through subscriptions?"""
+        seen: set[int] = set()
+        todo = [start]
+        while todo:
+            stream = todo.pop()
+            if stream is target:
+                return True
+            if stream.uid in seen:
+                continue
+            seen.add(stream.uid)
+            todo.extend(q.stream for q in self.subscribers(stream))
+        return False
+
+    # -- push mode ------------------------------------------------------------------------
+
+    def start_consuming(
+        self, client: Client, queue: Queue, prefetch: int, visibility: int
+    ) -> PushConsumer:
+        consumer = PushConsumer(self, client, queue, prefetch, visibility)
+        queue.consumers.append(consumer)
+        self.consuming += 1
+        self.to_serve.add(queue)
+        self.server.schedule_flush()
+        return consumer
+
+    def stop_consuming(self, consumer: PushConsumer, release: bool = True) -> None:
+        """The consumer is gone: what it holds becomes visible at once."""
+        queue = consumer.queue
+        if consumer not in queue.consumers:
+            return
+        queue.consumers.remove(consumer)
+        self.consuming -= 1
+        held = sorted(consumer.held)
+        consumer.held.clear()
+        for offset in held:
+            queue.holder.pop(offset, None)
+        if not release or queue.stream.queue is not queue:
+            return
+        live = []
+        for offset in held:
+            value = queue.tracked.get(offset)
+            if value is not None and unpack(value).state == IN_FLIGHT:
+                live.append(offset)
+        dead = [o for o in live if queue._dead_on_visible(unpack(queue.tracked[o]))]
+        if dead:
+            self.dead_letter(queue, dead)
+        rest = [o for o in live if o not in dead]
+        if rest:
+            queue.stream.log_op(["q.nack", 0, rest])
+            self.wake(queue)
+        self.server.schedule_flush()
+
+    def serve(self) -> None:
+        """Push frames to consumers with room in their prefetch window."""
+        if self.subscribed:
+            self.forward()
+        while self.to_serve:
+            queue = self.to_serve.pop()
+            if queue.stream.queue is not queue:
+                continue
+            progress = True
+            while progress:
+                progress = False
+                for consumer in list(queue.consumers):
+                    room = consumer.prefetch - len(consumer.held)
+                    if room <= 0 or consumer.client.closing:
+                        continue
+                    messages = self.deliver(queue, min(room, PUSH_BATCH), consumer.visibility)
+                    if not messages:
+                        break
+                    self._push(consumer, messages)
+                    progress = True
+
+    def _push(self, consumer: PushConsumer, messages: list[Message]) -> None:
+        queue = consumer.queue
+        name = queue.stream.key
+        for msg in messages:
+            offset, _ = parse_receipt(msg[b"receipt"]) or (0, 0)
+            consumer.held.add(offset)
+            queue.holder[offset] = consumer
+            consumer.client.push(Push([b"message", name, msg]))
+
+
+# -- helpers ------------------------------------------------------------------------------
+
+
+def stale(raw: bytes, why: str) -> CommandError:
+    return CommandError(f"receipt {raw.decode('utf-8', 'replace')}: {why}", "STALE")
+
+
+def message(rec: Any, receipt_: bytes, receives: int) -> Message:
+    """The map Q.POP and push frames carry: id, receipt, payload, receives,
+    pushed_at, then the entry's other fields."""
+    fields = decode_fields(rec.payload)
+    msg: Message = {b"id": ids.fmt(record_id(rec)), b"receipt": receipt_}
+    rest: Message = {}
+    for i in range(0, len(fields) - 1, 2):
+        rest[fields[i]] = fields[i + 1]
+    if b"payload" in rest:
+        msg[b"payload"] = rest.pop(b"payload")
+    msg[b"receives"] = receives
+    msg[b"pushed_at"] = rec.id_ms
+    msg.update(rest)
+    return msg
+
+
+def field_value(fields: list[bytes], name: bytes) -> bytes | None:
+    for i in range(0, len(fields) - 1, 2):
+        if fields[i] == name:
+            return fields[i + 1]
+    return None
+
+
+def without(fields: list[bytes], names: tuple[bytes, ...]) -> list[bytes]:
+    out: list[bytes] = []
+    for i in range(0, len(fields) - 1, 2):
+        if fields[i] not in names:
+            out += (fields[i], fields[i + 1])
+    return out
+
+
+def _copy_position(source: Stream, fields: list[bytes]) -> int | None:
+    """The source offset after the entry a copy was made of, if it is a copy."""
+    raw = field_value(fields, b"source_id")
+    if raw is None or field_value(fields, b"source") != source.key:
+        return None
+    try:
+        sid = ids.parse(raw, strict=True)
+    except CommandError:
+        return None
+    return source.data.offset_of_id(*ids.split(sid)) + 1
+
+
+def _last_copy(stream: Stream, source: Stream, offset: int) -> int | None:
+    found = None
+    data = stream.data
+    offset = max(offset, data.start_offset)
+    while batch := data.read(offset, count_max=1024):
+        for rec in batch:
+            if rec.flags & FLAG_ENTRY:
+                position = _copy_position(source, decode_fields(rec.payload))
+                if position is not None:
+                    found = position
+        offset = batch[-1].offset + 1
+    return found
+
+
+def _last_copy_backward(stream: Stream, source: Stream) -> int | None:
+    data = stream.data
+    offset = data.next_offset - 1
+    while offset >= data.start_offset:
+        batch = data.read_reverse(offset, count_max=1024)
+        if not batch:
+            break
+        for rec in batch:
+            position = _copy_position(source, decode_fields(rec.payload))
+            if position is not None:
+                return position
+        offset = batch[-1].offset - 1
+    return None
+
+
+def settings_reply(settings: Settings) -> dict[bytes, Any]:
+    return {name.encode(): getattr(settings, name) for name in Settings.NAMES}
