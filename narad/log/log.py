@@ -417,7 +417,7 @@ class Log:
                 return False
             size = seg.size
         try:
-            os.fsync(seg.fd)
+            os.fdatasync(seg.fd)
         except OSError as exc:
             with self._lock:
                 raise self._fail("fsync", exc) from exc

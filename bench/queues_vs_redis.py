@@ -1,0 +1,248 @@
+"""Narad's queues against the same work done with Redis streams, side by side.
+
+    python bench/queues_vs_redis.py [--quick] [--only NAME ...]
+
+- end-to-end (`e2e`): 8 producer and 8 consumer processes. Narad: Q.PUSH, then
+  Q.POP COUNT 10 and one Q.ACK per batch. Redis 7.0: XADD, then XREADGROUP COUNT 10
+  and one XACK per batch. Messages per second from the first push until the last
+  ack, under `fsync always` vs `appendfsync always` and `everysec` vs `everysec`.
+- latency (`latency`): one producer at a fixed rate, one blocked consumer (Q.POP
+  BLOCK / XREADGROUP BLOCK); push-to-pop p50 and p99.
+- memory (`inflight`): RssAnon growth of the Narad process per in-flight message
+  with 1M messages popped and not acked; Redis's used_memory growth per pending
+  entry for the same (XREADGROUP without XACK), for scale.
+
+Figures print as a Markdown table for bench/README.md. Needs redis-server on the PATH.
+"""
+
+from __future__ import annotations
+
+import argparse
+import multiprocessing
+import statistics
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+import redis
+
+ROOT = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(ROOT))
+
+from bench.server_vs_redis import DurableRedis, rss_anon_kb  # noqa: E402
+from tests.servers import NaradProcess, ServerProcess  # noqa: E402
+
+PAYLOAD = b"p" * 100
+QUEUE, GROUP = "bench", "g"
+
+
+# -- end to end ------------------------------------------------------------------------
+
+
+def _produce(port: int, is_narad: bool, count: int) -> None:
+    client = redis.Redis(port=port)
+    for _ in range(count):
+        if is_narad:
+            client.execute_command("Q.PUSH", QUEUE, PAYLOAD)
+        else:
+            client.execute_command("XADD", QUEUE, "*", "payload", PAYLOAD)
+
+
+def _consume(port: int, is_narad: bool, name: str, total: int, done: multiprocessing.Value) -> None:  # type: ignore[type-arg]
+    client = redis.Redis(port=port, protocol=3 if is_narad else 2)
+    while done.value < total:
+        if is_narad:
+            messages = client.execute_command("Q.POP", QUEUE, "COUNT", 10, "BLOCK", 100)
+            if messages:
+                client.execute_command("Q.ACK", QUEUE, *[m[b"receipt"] for m in messages])
+                n = len(messages)
+            else:
+                n = 0
+        else:
+            reply = client.execute_command(
+                "XREADGROUP", "GROUP", GROUP, name, "COUNT", 10, "BLOCK", 100,
+                "STREAMS", QUEUE, ">",
+            )  # fmt: skip
+            entries = reply[0][1] if reply else []
+            if entries:
+                client.execute_command("XACK", QUEUE, GROUP, *[e[0] for e in entries])
+            n = len(entries)
+        if n:
+            with done.get_lock():
+                done.value += n
+
+
+def end_to_end(server: ServerProcess, is_narad: bool, per_producer: int) -> float:
+    client = server.client()
+    if is_narad:
+        client.execute_command("Q.CREATE", QUEUE)
+    else:
+        client.xgroup_create(QUEUE, GROUP, "$", mkstream=True)
+    total = 8 * per_producer
+    done = multiprocessing.Value("q", 0)
+    consumers = [
+        multiprocessing.Process(target=_consume, args=(server.port, is_narad, f"c{i}", total, done))
+        for i in range(8)
+    ]
+    producers = [
+        multiprocessing.Process(target=_produce, args=(server.port, is_narad, per_producer))
+        for _ in range(8)
+    ]
+    for p in consumers:
+        p.start()
+    time.sleep(0.5)  # consumers connected and waiting
+    start = time.monotonic()
+    for p in producers:
+        p.start()
+    for p in producers + consumers:
+        p.join()
+    return total / (time.monotonic() - start)
+
+
+# -- latency ---------------------------------------------------------------------------
+
+
+def _paced_producer(port: int, is_narad: bool, rate: int, count: int) -> None:
+    client = redis.Redis(port=port)
+    interval = 1 / rate
+    next_at = time.monotonic()
+    for _ in range(count):
+        stamp = b"%d" % time.monotonic_ns()
+        if is_narad:
+            client.execute_command("Q.PUSH", QUEUE, stamp)
+        else:
+            client.execute_command("XADD", QUEUE, "*", "payload", stamp)
+        next_at += interval
+        time.sleep(max(0.0, next_at - time.monotonic()))
+
+
+def latency(server: ServerProcess, is_narad: bool, rate: int, count: int) -> tuple[float, float]:
+    client = server.client(protocol=3 if is_narad else 2)
+    if is_narad:
+        client.execute_command("Q.CREATE", QUEUE)
+    else:
+        client.xgroup_create(QUEUE, GROUP, "$", mkstream=True)
+    producer = multiprocessing.Process(
+        target=_paced_producer, args=(server.port, is_narad, rate, count)
+    )
+    producer.start()
+    samples: list[float] = []
+    while len(samples) < count:
+        if is_narad:
+            messages = client.execute_command("Q.POP", QUEUE, "COUNT", 100, "BLOCK", 1000)
+            now = time.monotonic_ns()
+            stamps = [m[b"payload"] for m in messages or []]
+            if messages:
+                client.execute_command("Q.ACK", QUEUE, *[m[b"receipt"] for m in messages])
+        else:
+            reply = client.execute_command(
+                "XREADGROUP", "GROUP", GROUP, "c", "COUNT", 100, "BLOCK", 1000,
+                "STREAMS", QUEUE, ">",
+            )  # fmt: skip
+            now = time.monotonic_ns()
+            entries = reply[0][1] if reply else []
+            stamps = [e[1][b"payload"] for e in entries]
+            if entries:
+                client.execute_command("XACK", QUEUE, GROUP, *[e[0] for e in entries])
+        samples.extend((now - int(s)) / 1e6 for s in stamps)
+    producer.join()
+    samples.sort()
+    return statistics.median(samples), samples[int(len(samples) * 0.99)]
+
+
+# -- memory per in-flight message --------------------------------------------------------
+
+
+def inflight_memory(server: ServerProcess, is_narad: bool, count: int) -> float:
+    client = server.client(protocol=3 if is_narad else 2)
+    batch = [PAYLOAD] * 1000
+    if is_narad:
+        client.execute_command("Q.CREATE", QUEUE, "VISIBILITY", 3_600_000)
+        for _ in range(count // 1000):
+            client.execute_command("Q.PUSH", QUEUE, *batch)
+    else:
+        client.xgroup_create(QUEUE, GROUP, "$", mkstream=True)
+        pipe = client.pipeline(transaction=False)
+        for _ in range(count // 1000):
+            for payload in batch:
+                pipe.xadd(QUEUE, {"payload": payload})
+            pipe.execute()
+
+    def measure() -> int:
+        if is_narad:
+            assert server.proc is not None
+            return rss_anon_kb(server.proc.pid) * 1024
+        return int(client.info("memory")["used_memory"])
+
+    before = measure()
+    popped = 0
+    while popped < count:
+        if is_narad:
+            popped += len(client.execute_command("Q.POP", QUEUE, "COUNT", 10_000))
+        else:
+            reply = client.execute_command(
+                "XREADGROUP", "GROUP", GROUP, "c", "COUNT", 10_000, "STREAMS", QUEUE, ">"
+            )
+            popped += len(reply[0][1])
+    if is_narad:
+        stats = client.execute_command("Q.STATS", QUEUE)
+        assert stats[b"in_flight"] == count, stats
+    return (measure() - before) / count
+
+
+# -- running ----------------------------------------------------------------------------------
+
+
+def pair(folder: Path, narad_fsync: str, redis_fsync: str) -> tuple[NaradProcess, DurableRedis]:
+    return (
+        NaradProcess(folder / "narad", ["--fsync", narad_fsync]),
+        DurableRedis(folder / "redis", ["--appendfsync", redis_fsync]),
+    )
+
+
+def run(figure: str, fn, *args: object) -> tuple[float, ...]:  # type: ignore[no-untyped-def]
+    results = []
+    with tempfile.TemporaryDirectory() as tmp:
+        for server in pair(Path(tmp), *figure.split("/")):
+            server.start()
+            try:
+                results.append(fn(server, isinstance(server, NaradProcess), *args))
+            finally:
+                server.stop()
+    return tuple(results)
+
+
+def row(figure: str, mine: float, theirs: float, target: str, unit: str = "") -> None:
+    print(
+        f"| {figure} | {mine:,.2f}{unit} | {theirs:,.2f}{unit} | {mine / theirs:.2f} | {target} |",
+        flush=True,
+    )
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--quick", action="store_true")
+    parser.add_argument("--only", nargs="*", default=None)
+    args = parser.parse_args()
+    wanted = set(args.only or ["e2e", "latency", "inflight"])
+    per_producer = 1_000 if args.quick else 5_000
+    print("| figure | Narad | Redis | Narad / Redis | target |")
+    print("|---|---|---|---|---|")
+    if "e2e" in wanted:
+        for fsync in ("always", "everysec"):
+            mine, theirs = run(f"{fsync}/{fsync}", end_to_end, per_producer)
+            row(f"end to end, 8+8 processes, fsync {fsync} (msg/s)", mine, theirs, ">= 1.0")
+    if "latency" in wanted:
+        count = 500 if args.quick else 2_000
+        (p50, p99), (r50, r99) = run("always/always", latency, 500, count)
+        row("push-to-pop p50 at 500 msg/s, fsync always (ms)", p50, r50, "")
+        row("push-to-pop p99 at 500 msg/s, fsync always (ms)", p99, r99, "")
+    if "inflight" in wanted:
+        count = 100_000 if args.quick else 1_000_000
+        mine, theirs = run("no/no", inflight_memory, count)
+        row(f"memory per in-flight message, {count:,} in flight (B)", mine, theirs, "<= ~200 B")
+
+
+if __name__ == "__main__":
+    main()
