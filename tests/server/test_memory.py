@@ -78,3 +78,31 @@ def test_one_burst_cannot_exceed_the_output_limit(tmp_path: Path) -> None:
         assert peak - before < 200_000, f"peak RSS grew by {(peak - before) // 1024} MB"
     finally:
         server.stop()
+
+
+def test_in_flight_messages_cost_about_200_bytes(tmp_path: Path) -> None:
+    """docs/queues.md: only in-flight, delayed and dedup state is in memory, about
+    200 bytes per message; acked messages leave nothing behind."""
+    count = 200_000
+    server = NaradProcess(tmp_path / "n", ["--fsync", "no"]).start()
+    try:
+        assert server.proc is not None
+        pid = server.proc.pid
+        with Raw(server.port) as conn:
+            conn.call("Q.CREATE", "inflight", "VISIBILITY", 3_600_000)
+            push = encode(["Q.PUSH", "inflight", *[PAYLOAD] * 1000])
+            for _ in range(count // 1000):
+                conn.send(push)
+                assert len(conn.read()) == 1000
+            conn.call("Q.POP", "inflight", "COUNT", 10_000)  # warm up
+            before = _status_kb(pid, "RssAnon")
+            popped = 10_000
+            while popped < count:
+                popped += len(conn.call("Q.POP", "inflight", "COUNT", 10_000))
+            after = _status_kb(pid, "RssAnon")
+            stats = conn.call("Q.STATS", "inflight")
+            assert stats[stats.index(b"in_flight") + 1] == count
+        per_message = (after - before) * 1024 / (count - 10_000)
+        assert per_message < 250, f"{per_message:.0f} bytes of RssAnon per in-flight message"
+    finally:
+        server.stop()
