@@ -255,6 +255,20 @@ def _narad(s: Server) -> Fields:
         ("streams", len(streams)),
         ("log_bytes", sum(st.data.size_bytes + st.state.size_bytes for st in streams)),
         ("data_dir", str(s.store.root)),
+        *_queues(s),
+    ]
+
+
+def _queues(s: Server) -> Fields:
+    """Queue totals (docs/queues.md): tracked = in flight, delayed or visible again."""
+    queues = list(s.queues.queues())
+    return [
+        ("queues", len(queues)),
+        ("queue_tracked_messages", sum(len(q.tracked) for q in queues)),
+        ("queue_dedup_keys", sum(len(q.dedup) for q in queues)),
+        ("queue_push_consumers", s.queues.consuming),
+        ("queue_subscriptions", sum(len(q.subs) for q in queues)),
+        ("queue_clock_frozen", int(s.queues.clock.frozen_ms is not None)),
     ]
 
 

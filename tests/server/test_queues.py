@@ -464,6 +464,14 @@ def test_cancel_ends_push_mode(server: NaradProcess, r: redis.Redis, q: bytes) -
 # -- the rest -----------------------------------------------------------------------------
 
 
+def test_info_counts_queues(r: redis.Redis, q: bytes) -> None:
+    r.execute_command("Q.PUSH", q, "DEDUP", "info-key", "m")
+    pop(r, q)
+    info = r.info("narad")
+    assert info["queues"] >= 1 and info["queue_clock_frozen"] == 1
+    assert info["queue_tracked_messages"] >= 1 and info["queue_dedup_keys"] >= 1
+
+
 def test_debug_is_refused_unless_enabled(narad: NaradProcess) -> None:
     narad.start()
     text = error(narad.client(), "DEBUG", "CLOCK")
