@@ -14,7 +14,7 @@ from narad.commands.args import parse_int, parse_timeout_ms
 from narad.commands.keys import glob_match
 from narad.commands.table import command
 from narad.errors import CommandError, no_queue, syntax, wrong_arity
-from narad.queues.queue import MAX_VISIBILITY_MS, Queue, Settings
+from narad.queues.queue import MAX_RECEIVES, MAX_VISIBILITY_MS, Queue, Settings
 from narad.queues.service import settings_reply
 from narad.resp import NULL_ARRAY, SimpleString
 from narad.streams import ids
@@ -57,7 +57,9 @@ def _parse_settings(client: Client, key: bytes, base: Settings, pairs: list[byte
         raw = pairs[i + 1]
         if name == "visibility":
             values[name] = _ms(raw, "VISIBILITY", MAX_VISIBILITY_MS)
-        elif name in ("maxreceives", "delay", "retention", "maxbytes", "dedupwindow"):
+        elif name == "maxreceives":
+            values[name] = _ms(raw, "MAXRECEIVES", MAX_RECEIVES)
+        elif name in ("delay", "retention", "maxbytes", "dedupwindow"):
             values[name] = _ms(raw, name.upper())
         elif name == "dlq":
             if raw:
@@ -489,7 +491,12 @@ def q_redrive(client: Client, args: list[bytes]) -> Any:
     moved = 0
     while count is None or moved < count:
         batch = 1000 if count is None else min(1000, count - moved)
-        done = service.redrive(dlq, target, batch)
+        try:
+            done = service.redrive(dlq, target, batch)
+        except CommandError:
+            if moved:  # the batch that met it was left as it was: stop there
+                break
+            raise
         moved += done
         if done < batch:
             break

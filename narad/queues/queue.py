@@ -37,7 +37,7 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, NamedTuple
 
 from narad.streams import ids
-from narad.streams.stream import Stream, op_handler
+from narad.streams.stream import Stream, op_handler, pack_id, unpack_id
 
 if TYPE_CHECKING:
     from narad.log import Record
@@ -45,8 +45,10 @@ if TYPE_CHECKING:
 VISIBLE, IN_FLIGHT, DELAYED = 0, 1, 2
 STATE_NAMES = ("visible", "in_flight", "delayed")
 MAX_VISIBILITY_MS = 12 * 3600 * 1000
+MAX_RECEIVES = (1 << 20) - 1  # the receive count stops here (it has 20 bits)
 _OFFSET_BITS = 40  # in timer entries
 _EXPIRES_BITS = 44  # in dedup entries
+_EXPIRES_MASK = (1 << _EXPIRES_BITS) - 1
 
 # -- tracked messages, one int each (about 200 bytes per message all told) -----------
 
@@ -244,9 +246,8 @@ class Queue:
         return bool(limit) and t.receives >= limit
 
     def _make_visible(self, offset: int, t: Tracked) -> None:
-        if t.receives == 0 and offset >= self.cursor:
-            del self.tracked[offset]  # never delivered: the cursor will reach it
-            return
+        # Tracked even when never delivered and ahead of the cursor: where the cursor
+        # stood when the timer fired must not matter, so that replay agrees.
         self.tracked[offset] = pack(VISIBLE, t.receives, t.delivery, 0, t.first_ms)
         heapq.heappush(self.ready, offset)
 
@@ -274,7 +275,7 @@ class Queue:
 
     def dedup_lookup(self, key: bytes, now_ms: int) -> int | None:
         value = self.dedup.get(key)
-        if value is None or value & ((1 << _EXPIRES_BITS) - 1) <= now_ms:
+        if value is None or value & _EXPIRES_MASK <= now_ms:
             return None
         return value >> _EXPIRES_BITS
 
@@ -282,9 +283,8 @@ class Queue:
         """Forget expired keys, oldest first (insertion order is expiry order while
         the window stays the same; a key out of order is only forgotten later)."""
         dedup = self.dedup
-        mask = (1 << _EXPIRES_BITS) - 1
         for key in list(dedup):
-            if dedup[key] & mask > now_ms:
+            if dedup[key] & _EXPIRES_MASK > now_ms:
                 break
             del dedup[key]
 
@@ -315,10 +315,10 @@ class Queue:
         return [
             self.settings.to_list(),
             self.cursor,
-            [[o, v] for o, v in self.tracked.items()],
+            [[o, *unpack(v)] for o, v in self.tracked.items()],
             self.deliveries,
             [self.acked, self.dead_lettered, self.dropped],
-            [[k, v] for k, v in self.dedup.items()],
+            [[k, pack_id(v >> _EXPIRES_BITS), v & _EXPIRES_MASK] for k, v in self.dedup.items()],
             [[s.source, s.next, s.hint_data_offset, s.initial] for s in self.subs.values()],
         ]
 
@@ -327,11 +327,13 @@ class Queue:
         settings, cursor, tracked, deliveries, counters, dedup, subs = raw
         queue = cls(stream, Settings.from_list(settings))
         queue.cursor = cursor
-        for offset, value in tracked:
-            queue._track(offset, value)
+        for offset, *fields in tracked:
+            queue._track(offset, pack(*fields))
         queue.deliveries = deliveries
         queue.acked, queue.dead_lettered, queue.dropped = counters
-        queue.dedup = {bytes(k): v for k, v in dedup}
+        queue.dedup = {
+            bytes(k): unpack_id(sid) << _EXPIRES_BITS | expires for k, sid, expires in dedup
+        }
         queue.subs = {s[0]: Subscription(*s) for s in subs}
         return queue
 
@@ -429,7 +431,7 @@ def _apply_deliver(stream: Stream, op: list[Any]) -> None:
             receives, first_ms = 1, now_ms
         else:
             t = unpack(value)
-            receives, first_ms = t.receives + 1, t.first_ms or now_ms
+            receives, first_ms = min(t.receives + 1, MAX_RECEIVES), t.first_ms or now_ms
         tracked[offset] = pack(IN_FLIGHT, receives, delivery, deadline, first_ms)
         queue._timer(deadline, offset)
     queue.deliveries = max(queue.deliveries, delivery)
@@ -482,7 +484,7 @@ def _apply_dedup(stream: Stream, op: list[Any]) -> None:
     _, key, sid, expires = op
     queue = _queue(stream)
     queue.dedup.pop(bytes(key), None)  # re-inserted last: insertion order is expiry order
-    queue.dedup[bytes(key)] = int.from_bytes(sid, "big") << _EXPIRES_BITS | expires
+    queue.dedup[bytes(key)] = unpack_id(sid) << _EXPIRES_BITS | expires
 
 
 @op_handler("q.dead")

@@ -259,6 +259,7 @@ class QueueService:
         visible, dead = queue.expire(now)
         if dead:
             self.dead_letter(queue, dead)
+            self._settled(queue, dead)
         if visible:
             self._settled(queue, visible)
             self.wake(queue)

@@ -80,10 +80,8 @@ class QueueModel(RuleBasedStateMachine):
     def becomes_visible(self, i: int) -> None:
         m = self.messages[i]
         if m.receives >= MAX_RECEIVES:
-            m.state, m.receives = UNTRACKED, 0
+            m.state, m.receives, m.receipt = UNTRACKED, 0, b""
             self.dropped += 1
-        elif m.receives == 0 and i >= self.cursor:
-            m.state = UNTRACKED
         else:
             m.state = VISIBLE
 
@@ -212,7 +210,7 @@ def test_queue_model(server: NaradProcess) -> None:
     run_state_machine_as_test(
         QueueModel,
         settings=settings(
-            max_examples=40,
+            max_examples=int(__import__('os').environ.get('MODEL_EXAMPLES', 40)),
             stateful_step_count=40,
             deadline=None,
             suppress_health_check=[HealthCheck.too_slow],
