@@ -11,7 +11,11 @@ number the metadata log assigns, so nothing a client sends can touch files outsi
 the data dir.
 
 Metadata ops (msgpack lists): ["create", uid, db, key], ["delete", uid],
-["rename", uid, db, key], ["swapdb", a, b], ["snap", next_uid, [[uid, db, key], ...]].
+["rename", uid, db, key], ["swapdb", a, b],
+["snap", next_uid, [[uid, db, key], ...], [schema op, ...]], and the schema registry's
+ops ("schema.set", "schema.compat", "schema.drop": narad/schema/registry.py) keyed by
+the stream's uid (narad/schema/keyspace.py), so a schema follows its stream through
+RENAME and SWAPDB and goes with it on delete (the delete op implies it).
 A stream's folder is removed only after its delete op is durable, so a crash never
 leaves a key that the metadata log still names without its data.
 
@@ -34,6 +38,7 @@ import msgpack
 from narad.config import Config
 from narad.log import FsyncPolicy, GroupCommit, Log, LogConfig
 from narad.queues import queue as _queue_ops  # noqa: F401  (registers the queue ops)
+from narad.schema.keyspace import StreamSchemas
 from narad.streams.stream import Stream
 
 if TYPE_CHECKING:
@@ -65,6 +70,8 @@ class Store:
         self._touched_state: dict[Stream, None] = {}
         self.on_touch: Callable[[int, bytes], None] = lambda db, key: None
         self.on_delete: Callable[[Stream], None] = lambda stream: None
+        self.schemas = StreamSchemas()  # schema registry by stream uid
+        self.validators = self.schemas.active  # uid -> Active: the produce path's lookup
         self.loaded_s = 0.0
         self.last_commit_s = int(time.time())
 
@@ -75,7 +82,9 @@ class Store:
         self.root.mkdir(parents=True, exist_ok=True)
         self._lock()
         self.meta = Log.open(self.root / "meta", self._log_config(STATE_SEGMENT_BYTES))
+        self.schemas.loading()
         names = self._replay_meta()
+        self.schemas.loaded()
         streams_dir = self.root / "streams"
         streams_dir.mkdir(exist_ok=True)
         for uid, (db, key) in names.items():
@@ -124,6 +133,7 @@ class Store:
             self.next_uid = max(self.next_uid, uid + 1)
         elif kind == b"delete":
             names.pop(op[1], None)
+            self.schemas.forget(op[1])
         elif kind == b"swapdb":
             a, b = op[1], op[2]
             for uid, (db, key) in list(names.items()):
@@ -134,6 +144,9 @@ class Store:
             self.next_uid = op[1]
             for uid, db, key in op[2]:
                 names[uid] = (db, key)
+            self.schemas.restore(op[3] if len(op) > 3 else [])
+        elif kind.startswith(b"schema."):
+            self.schemas.apply(op)
         else:
             raise ValueError(f"unknown metadata op {kind!r}")
 
@@ -161,7 +174,8 @@ class Store:
         live = [[s.uid, db, key] for db, keys in enumerate(self.dbs) for key, s in keys.items()]
         self.meta.roll()
         first = self.meta.next_offset
-        self.meta.append(msgpack.packb(["snap", self.next_uid, live], use_bin_type=False))
+        snap = ["snap", self.next_uid, live, self.schemas.snapshot()]
+        self.meta.append(msgpack.packb(snap, use_bin_type=False))
         self.meta.write()
         self.meta.sync()
         self.meta.set_start(first)
@@ -197,7 +211,14 @@ class Store:
         self.on_delete(stream)
         self._doomed.append(stream)
         self.touch(db, key)
+        self.schemas.forget(stream.uid)
         return True
+
+    def schema_op(self, op: list[Any]) -> None:
+        """Log a schema registry op (from `Registry.propose*`, keyed by a stream's
+        uid) and apply it; replies wait for its commit like every other op's."""
+        self._meta_op(op)
+        self.schemas.apply(op)
 
     def rename(self, db: int, src: bytes, dst: bytes) -> None:
         stream = self.dbs[db][src]

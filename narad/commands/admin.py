@@ -257,6 +257,9 @@ def command_getkeys(client: Client, args: list[bytes]) -> Any:
     """Extracts the key names from an arbitrary command."""
     argv = args[2:]
     cmd = COMMANDS.get(argv[0].lower())
+    if cmd is not None and cmd.subcommands:  # XGROUP CREATE, Q.SCHEMA SET, ...
+        sub = argv[1].lower().decode("utf-8", "replace") if len(argv) > 1 else ""
+        cmd = cmd.subcommands.get(sub)
     if cmd is None:
         raise CommandError("Invalid command specified")
     if not cmd.check_arity(len(argv)):

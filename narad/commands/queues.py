@@ -12,6 +12,7 @@ from typing import TYPE_CHECKING, Any
 
 from narad.commands.args import parse_int, parse_timeout_ms
 from narad.commands.keys import glob_match
+from narad.commands.schema import check_payloads
 from narad.commands.table import command
 from narad.errors import CommandError, no_queue, syntax, wrong_arity
 from narad.queues.queue import MAX_RECEIVES, MAX_VISIBILITY_MS, Queue, Settings
@@ -228,10 +229,6 @@ def q_push(client: Client, args: list[bytes]) -> Any:
     if len(sids) == 1:
         return ids.fmt(sids[0])
     return [ids.fmt(sid) for sid in sids]
-
-
-def check_payloads(client: Client, stream: Stream, payloads: list[bytes]) -> None:
-    """Schema validation of a batch before anything is appended (all or nothing)."""
 
 
 # -- consuming ----------------------------------------------------------------------------

@@ -12,6 +12,7 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
 from narad.commands.args import parse_int, parse_timeout_ms
+from narad.commands.schema import check_entry
 from narad.commands.table import command
 from narad.errors import CommandError, syntax, wrong_arity
 from narad.resp import NullArray
@@ -121,8 +122,11 @@ def xadd(client: Client, args: list[bytes]) -> Any:
     if args[2] == b"*" and len(args) & 1:
         # The hot path, `XADD key * field value ...` on an existing stream: the same
         # steps as below with every option absent.
-        stream = client.server.store.dbs[client.db].get(args[1])
+        store = client.server.store
+        stream = store.dbs[client.db].get(args[1])
         if stream is not None and stream.last_id != ids.ID_MAX:
+            if store.validators:  # a schema somewhere: one dict lookup for this key
+                check_entry(client, stream, args[3:])
             last = stream.last_id
             ms = time.time_ns() // 1_000_000
             sid = ms << 64 if ms > last >> 64 else last + 1
@@ -159,6 +163,8 @@ def xadd(client: Client, args: list[bytes]) -> Any:
         raise CommandError(
             "The ID specified in XADD is equal or smaller than the target stream top item"
         )
+    if store.validators:
+        check_entry(client, stream, fields)
     stream.add(new_id, fields)
     written(client, key)
     if opts.maxlen is not None or opts.minid is not None:

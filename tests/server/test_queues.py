@@ -497,3 +497,15 @@ def test_state_survives_restart(tmp_path: Path) -> None:
         assert r.execute_command("Q.CONFIG", "keep", "GET", "visibility") == {b"visibility": 600000}
     finally:
         proc.stop()
+
+
+def test_push_validates_every_payload_before_appending(r: redis.Redis, q: bytes) -> None:
+    schema = '{"type": "object", "required": ["n"], "properties": {"n": {"type": "integer"}}}'
+    assert r.execute_command("Q.SCHEMA", "SET", q, schema) == 1
+    assert isinstance(r.execute_command("Q.PUSH", q, '{"n": 1}'), bytes)
+    text = error(r, "Q.PUSH", q, '{"n": 2}', '{"n": "three"}')
+    assert text.startswith("SCHEMA ") and text.endswith("(version 1)")
+    assert error(r, "Q.PUSH", q, "not json").startswith("SCHEMA $")
+    assert r.xlen(q) == 1  # a refused batch appends nothing, not even its valid part
+    assert error(r, "Q.PUSH", q, "DEDUP", "k", "[]").startswith("SCHEMA ")
+    assert r.execute_command("Q.PUSH", q, "DEDUP", "k", '{"n": 4}') != b""
