@@ -571,10 +571,15 @@ class Client(asyncio.Protocol):
         input is used up. Parsing is lazy, so that AUTH lifts the pre-auth limits
         for the commands after it."""
         server = self.server
+        queue = self.queue
         while self.blocked is None and not self.closing:
-            if not self.queue and (self.protocol_error is not None or not self._next_batch()):
+            if not queue and (
+                self.protocol_error is not None
+                or not self.parser.has_input
+                or not self._next_batch()
+            ):
                 break
-            server.execute(self, self.queue.popleft())
+            server.execute(self, queue.popleft())
             if self.skip_current or self.skip_next:
                 self.skip_current, self.skip_next = self.skip_next, False
         if (

@@ -92,7 +92,9 @@ class HiredisRequestParser(PurePythonRequestParser):
             self._pure_steps = PURE_STEPS_AFTER_REFUSAL
         if not taken:
             return False
-        self._tail_seen = partial_tail and taken == len(proposed)
+        # Only bytes left over make a partial command: a run that ends exactly at
+        # the end of the buffer leaves the next read to hiredis again.
+        self._tail_seen = partial_tail and taken == len(proposed) and end < len(buf)
         out.extend(filter(None, proposed[:taken]))  # *0 and *-1 are skipped
         self._pos = end
         self._command_start = self._base + end

@@ -124,6 +124,13 @@ class PurePythonRequestParser:
         from its first byte, and everything after it. Bounded by max_query_buffer."""
         return self._fed_bytes - self._command_start
 
+    @property
+    def has_input(self) -> bool:
+        """Whether `commands()` may return a command or raise: bytes are buffered
+        and not yet parsed, or a failure is waiting to be raised. When False,
+        `commands()` would return []."""
+        return self._failure is not None or bool(self._fed) or self._pos < len(self._buf)
+
     def feed(self, data: bytes | bytearray | memoryview) -> None:
         """Buffer `data`; anything but bytes is copied, bytes is kept as is.
 
