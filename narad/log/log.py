@@ -26,7 +26,7 @@ import logging
 import os
 import threading
 import time
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -377,6 +377,59 @@ class Log:
             seg.first_timestamp_ms = ts
         seg.next_offset = offset + 1
         self.last_id = key
+        self.last_timestamp_ms = ts
+        return offset
+
+    def append_entries(
+        self, argvs: Sequence[Sequence[bytes]], first: int, id_ms: int, id_seq: int, flags: int
+    ) -> int:
+        """Buffer one record per argv of `argvs`, its payload the entry
+        `encode_fields(argv[first:])`, with stream IDs counting up from (id_ms,
+        id_seq); return the first one's offset. The records, bytes and bookkeeping
+        are exactly those of `append` called once per argv at one clock reading; the
+        hot path of pipelined produces, one call for a run of them.
+        """
+        if self.failure is not None:
+            raise LogFailed(self.failure)
+        count = len(argvs)
+        if not count:
+            return self.next_offset
+        if (id_ms, id_seq) < self.last_id:
+            raise ValueError(f"stream ID {id_ms}-{id_seq} is below the log's last {self.last_id}")
+        ts = self.clock()
+        if ts < self.last_timestamp_ms:
+            ts = self.last_timestamp_ms
+        pending = self._pending
+        seg = self.segments[-1]
+        mark = len(pending)
+        position = seg.size + mark
+        offset = self._pending_offset + self._pending_records
+        index = seg.index
+        due = format.encode_entries(
+            pending, argvs, first, offset, ts, self._epoch, flags, id_ms, id_seq,
+            position, index.last_position, INTERVAL_BYTES,
+        )
+        config = self.config
+        if (seg.next_offset != seg.base_offset or count > 1) and (
+            seg.size + len(pending) > config.segment_bytes
+            or (config.segment_ms and ts - seg.first_timestamp_ms >= config.segment_ms)
+        ):
+            # The run crosses a roll: undo it and append record by record.
+            del pending[mark:]
+            sid = id_ms << 64 | id_seq
+            for argv in argvs:
+                payload = format.encode_fields(argv[first:])
+                self.append(payload, sid >> 64, sid & format.U64_MAX, flags, ts)
+                sid += 1
+            return offset
+        self._pending_records += count
+        for entry in due:
+            index.add(*entry)
+        if seg.next_offset == seg.base_offset:
+            seg.first_timestamp_ms = ts
+        seg.next_offset = offset + count
+        last = (id_ms << 64 | id_seq) + count - 1
+        self.last_id = (last >> 64, last & format.U64_MAX)
         self.last_timestamp_ms = ts
         return offset
 

@@ -131,6 +131,14 @@ class PurePythonRequestParser:
         `commands()` would return []."""
         return self._failure is not None or bool(self._fed) or self._pos < len(self._buf)
 
+    def feed_whole(self, data: bytes) -> list[list[bytes]] | None:
+        """A shortcut for `feed(data)` then `commands()` when nothing is buffered and
+        `data` holds only whole, well-formed commands: those commands, exactly as
+        the two calls would return them. None, with nothing changed, when the
+        shortcut does not apply: then call `feed` and `commands`. The reference
+        parser has no shortcut."""
+        return None
+
     def feed(self, data: bytes | bytearray | memoryview) -> None:
         """Buffer `data`; anything but bytes is copied, bytes is kept as is.
 

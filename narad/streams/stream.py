@@ -20,7 +20,7 @@ Owned by the event loop thread.
 from __future__ import annotations
 
 import logging
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterator, Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -167,6 +167,15 @@ class Stream:
         self._note(data)
         self.last_id = sid
         return offset
+
+    def add_run(self, sid: int, argvs: Sequence[Sequence[bytes]], first: int) -> None:
+        """Append one entry per argv, its fields `argv[first:]`, with IDs counting up
+        from `sid` (validated as above the last ID, the last one at most ID_MAX):
+        the same as `add` once per argv, with one log append."""
+        data = self.data
+        data.append_entries(argvs, first, sid >> 64, sid & ids.SEQ_MASK, FLAG_ENTRY)
+        self._note(data)
+        self.last_id = sid + len(argvs) - 1
 
     def _readable(self) -> None:
         """Reads see appended records: put buffered ones in the file first."""
