@@ -8,7 +8,7 @@ frames_end compares header and payload bytes in place instead of building frames
 
 from cpython.bytearray cimport PyByteArray_AS_STRING, PyByteArray_GET_SIZE, PyByteArray_Resize
 from cpython.bytes cimport PyBytes_AS_STRING, PyBytes_FromStringAndSize, PyBytes_GET_SIZE
-from libc.stdint cimport uint64_t
+from libc.stdint cimport uint32_t, uint64_t
 from libc.string cimport memcmp, memcpy
 
 cdef bytes NULL_ARRAY = b"*-1\r\n"
@@ -223,3 +223,96 @@ def whole_commands(bytes data, Py_ssize_t max_count, Py_ssize_t max_len,
             at += length + 2
         out.append(command)
     return out
+
+
+cdef inline uint32_t rd32(const unsigned char* p) noexcept nogil:
+    return <uint32_t>p[0] | (<uint32_t>p[1] << 8) | (<uint32_t>p[2] << 16) | (<uint32_t>p[3] << 24)
+
+
+cdef Py_ssize_t payload_frame_size(bytes payload) except -1:
+    """Bytes of the `*<n>` array frame of an entry payload's fields; ValueError with
+    decode_fields's messages when the payload is malformed."""
+    cdef const unsigned char* p = <const unsigned char*>PyBytes_AS_STRING(payload)
+    cdef Py_ssize_t total = PyBytes_GET_SIZE(payload)
+    cdef Py_ssize_t pos = 4, size, out
+    cdef uint32_t count, i
+    if total < 4:
+        raise ValueError("entry payload is truncated")
+    count = rd32(p)
+    out = 3 + digits(count)
+    for i in range(count):
+        if pos + 4 > total:
+            raise ValueError("entry payload is truncated")
+        size = rd32(p + pos)
+        pos += 4
+        if pos + size > total:
+            raise ValueError("entry payload is truncated")
+        out += 5 + digits(size) + size
+        pos += size
+    if pos != total:
+        raise ValueError("entry payload has trailing bytes")
+    return out
+
+
+cdef inline Py_ssize_t put_head(char* out, char marker, Py_ssize_t value) noexcept nogil:
+    out[0] = marker
+    cdef Py_ssize_t n = 1 + u64_digits(out + 1, <uint64_t>value)
+    out[n] = 13
+    out[n + 1] = 10
+    return n + 2
+
+
+def entries_frame(entries):
+    cdef Py_ssize_t n = len(entries), i, total, used = 0, pos, size, id_len
+    cdef uint32_t count, j
+    cdef const unsigned char* p
+    cdef char idtext[41]
+    cdef char* out
+    cdef uint64_t ms, seq
+    cdef object sid
+    cdef bytes payload
+    cdef list ms_list = [None] * n
+    cdef list seq_list = [None] * n
+    total = 3 + digits(n)
+    for i in range(n):
+        sid, payload = entries[i]
+        ms_list[i] = sid >> 64
+        seq_list[i] = sid & 0xFFFFFFFFFFFFFFFF
+        ms = ms_list[i]
+        seq = seq_list[i]
+        id_len = u64_digits(idtext, ms) + 1 + u64_digits(idtext, seq)
+        total += 4 + 3 + digits(id_len) + id_len + 2 + payload_frame_size(payload)
+    frame = PyBytes_FromStringAndSize(NULL, total)
+    out = PyBytes_AS_STRING(frame)
+    used = put_head(out, 42, n)
+    for i in range(n):
+        payload = entries[i][1]
+        ms = ms_list[i]
+        seq = seq_list[i]
+        id_len = u64_digits(idtext, ms)
+        idtext[id_len] = 45
+        id_len += 1
+        id_len += u64_digits(idtext + id_len, seq)
+        memcpy(out + used, b"*2\r\n", 4)
+        used += 4
+        used += put_head(out + used, 36, id_len)
+        memcpy(out + used, idtext, id_len)
+        used += id_len
+        out[used] = 13
+        out[used + 1] = 10
+        used += 2
+        p = <const unsigned char*>PyBytes_AS_STRING(payload)
+        count = rd32(p)
+        used += put_head(out + used, 42, count)
+        pos = 4
+        for j in range(count):
+            size = rd32(p + pos)
+            pos += 4
+            used += put_head(out + used, 36, size)
+            memcpy(out + used, p + pos, size)
+            used += size
+            out[used] = 13
+            out[used + 1] = 10
+            used += 2
+            pos += size
+    return frame

@@ -637,7 +637,49 @@ class Log:
         records, or once `bytes_max` record bytes are reached."""
         end = self.written_end if end is None else min(end, self.written_end)
         offset = max(offset, self.start_offset)
-        return _take(self._iter_from(offset, end, count_max), count_max, bytes_max)
+        if bytes_max < 1 << 62 or count_max <= 0:
+            return _take(self._iter_from(offset, end, count_max), count_max, bytes_max)
+        out: list[Record] = []
+        for batch in self._batches_from(offset, end, count_max):
+            out += batch
+            if len(out) >= count_max:
+                del out[count_max:]
+                break
+        return out
+
+    def _batches_from(self, offset: int, end: int, count_hint: int) -> Iterator[list[Record]]:
+        """`_iter_from`'s records, a list at a time."""
+        while True:
+            try:
+                for batch in self._batches_from_once(offset, end, count_hint):
+                    yield batch
+                    offset = batch[-1].offset + 1
+                return
+            except StaleIndex as exc:
+                self._rebuild_stale(exc)
+
+    def _batches_from_once(
+        self, offset: int, end: int, count_hint: int
+    ) -> Iterator[list[Record]]:
+        if offset >= end:
+            return
+        i = max(bisect.bisect_right(self._bases, offset) - 1, 0)
+        for seg in self.segments[i:]:
+            if seg.base_offset >= end:
+                return
+            position = seg.checked_entry(max(seg.index.floor_offset(offset), 0))[1]
+            records = max(seg.next_offset - seg.base_offset, 1)
+            wanted = INTERVAL_BYTES + count_hint * (seg.size // records + 1)
+            chunk = min(CHUNK_BYTES, max(wanted, 2 * INTERVAL_BYTES))
+            for batch in seg.scan_batches(position, seg.size, chunk):
+                if batch[0].offset >= offset and batch[-1].offset < end:
+                    yield batch
+                    continue
+                kept = [rec for rec in batch if offset <= rec.offset < end]
+                if kept:
+                    yield kept
+                if batch[-1].offset >= end:
+                    return
 
     def _iter_from(self, offset: int, end: int, count_hint: int = 1 << 30) -> Iterator[Record]:
         while True:
@@ -751,7 +793,8 @@ class Log:
         for seg in self.segments[i:]:
             e = seg.index.floor_id_below(id_ms, id_seq, inclusive=after)
             position = seg.checked_entry(max(e, 0))[1] if len(seg.index) else 0
-            for rec in seg.scan_from(position, seg.size):
+            # The record sought is at most an index interval on, if in this segment.
+            for rec in seg.scan_from(position, seg.size, 2 * INTERVAL_BYTES):
                 if rec.offset >= self.written_end:
                     return self.written_end
                 rid = (rec.id_ms, rec.id_seq)

@@ -20,6 +20,7 @@ from typing import Any, Final
 from narad._speedups import load
 from narad.resp.replies import (
     BigNumber,
+    Encoded,
     ErrorReply,
     NullArray,
     Push,
@@ -183,7 +184,7 @@ def _int(buf: bytearray, value: int) -> None:
         raise OverflowError(f"{value} does not fit a RESP integer; use BigNumber")
 
 
-def _prebuilt(buf: bytearray, value: SimpleString | ErrorReply) -> None:
+def _prebuilt(buf: bytearray, value: SimpleString | ErrorReply | Encoded) -> None:
     buf += value.frame
 
 
@@ -296,6 +297,7 @@ _COMMON: Final[dict[type, Writer]] = {
     int: _int,
     SimpleString: _prebuilt,
     ErrorReply: _prebuilt,
+    Encoded: _prebuilt,
 }
 _WRITERS2: Final[dict[type, Writer]] = {
     **_COMMON,

@@ -566,3 +566,22 @@ def test_append_entries_on_a_failed_log_raises(tmp_path: Path) -> None:
     with pytest.raises(LogFailed):
         log.append_entries([[b"f", b"v"]], 0, 1, 0, format.FLAG_ENTRY)
     assert log.next_offset == 0
+
+
+@pytest.mark.parametrize("segment_bytes", [700, 8192, 1 << 20])
+def test_read_in_batches_is_read_record_by_record(tmp_path: Path, segment_bytes: int) -> None:
+    """Unbounded-bytes reads take the batched path; bounded ones the per-record one:
+    the same records for every start, count and end."""
+    log = Log.open(tmp_path / "l", LogConfig(segment_bytes=segment_bytes))
+    for i in range(300):
+        log.append(payload(i, 8 + i % 90), 1 + i, 0, format.FLAG_ENTRY)
+        if i % 37 == 0:
+            log.write()
+    log.set_start(13)
+    for offset in (0, 13, 14, 100, 150, 299, 300):
+        for count in (0, 1, 2, 7, 64, 1000):
+            for end in (None, 150, 151, 299):
+                fast = log.read(offset, count_max=count, end=end)
+                slow = log.read(offset, count_max=count, bytes_max=(1 << 62) - 1, end=end)
+                assert fast == slow, (offset, count, end)
+    log.close()
