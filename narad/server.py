@@ -26,7 +26,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from narad import errors
-from narad.commands.table import LOOKUP, Command, all_commands
+from narad.commands.table import LOOKUP, RUN_REPLY_BYTES_MAX, Command, all_commands
 from narad.config import Config
 from narad.errors import CommandError
 from narad.log import FsyncPolicy, LogFailed
@@ -214,12 +214,52 @@ class Server:
             and client.authenticated
             and (argc == cmd.arity if cmd.arity >= 0 else argc >= -cmd.arity)
         ):
+            if cmd.run is not None and self._run(client, cmd, argv):
+                return
             try:
                 self.call(client, cmd, argv)
             except CommandError as exc:
                 client.reply_error(exc)
             return
         self._execute_checked(client, argv, cmd)
+
+    def _run(self, client: Client, cmd: Command, argv: list[bytes]) -> bool:
+        """The pipelined fast path: `cmd.run` answers `argv` and the like commands
+        queued after it at once; the same effects, replies and statistics as `call`
+        for each. False (nothing done) when it declines or anything would differ:
+        MONITOR, CLIENT REPLY, a reply that could pass the output limit."""
+        assert cmd.run is not None
+        queue = client.queue
+        limit = self.output_limit_bytes
+        if (
+            self.monitors
+            or client.reply_off
+            or client.skip_current
+            or client.skip_next
+            or (limit and len(client.out) + RUN_REPLY_BYTES_MAX * (len(queue) + 1) > limit)
+        ):
+            return False
+        start = time.perf_counter_ns()
+        try:
+            run = cmd.run(client, argv, queue)
+        except (LogFailed, ValueError):
+            return False  # nothing was done: the general path reports it
+        if run is None:
+            return False
+        count = len(run)
+        for _ in range(count - 1):
+            queue.popleft()
+        usec = (time.perf_counter_ns() - start) // 1000
+        client.last_command = cmd.name
+        cmd.calls += count
+        cmd.usec += usec
+        self.stats.commands_processed += count
+        each = usec // count
+        if each >= self.slowlog_threshold_us >= 0:
+            for one in run:
+                self._slowlog_add(client, one, each)
+        self.wants_send(client)
+        return True
 
     def _execute_checked(self, client: Client, argv: list[bytes], cmd: Command | None) -> None:
         """The general path: unknown commands, subcommands, checks, MULTI queueing."""
@@ -561,8 +601,16 @@ class Client(asyncio.Protocol):
     def data_received(self, data: bytes) -> None:
         self.last_interaction_s = time.time()
         self.server.stats.net_input_bytes += len(data)
+        parser = self.parser
+        if not self.queue and self.protocol_error is None:
+            parser.authenticated = self.authenticated
+            batch = parser.feed_whole(data)
+            if batch is not None:
+                self.queue.extend(batch)
+                self.run_queued()
+                return
         try:
-            self.parser.feed(data)
+            parser.feed(data)
         except QueryBufferLimit:
             logger.warning("closing client %s: query buffer limit reached", self.addr)
             self.close()
@@ -585,10 +633,15 @@ class Client(asyncio.Protocol):
         input is used up. Parsing is lazy, so that AUTH lifts the pre-auth limits
         for the commands after it."""
         server = self.server
+        queue = self.queue
         while self.blocked is None and not self.closing:
-            if not self.queue and (self.protocol_error is not None or not self._next_batch()):
+            if not queue and (
+                self.protocol_error is not None
+                or not self.parser.has_input
+                or not self._next_batch()
+            ):
                 break
-            server.execute(self, self.queue.popleft())
+            server.execute(self, queue.popleft())
             if self.skip_current or self.skip_next:
                 self.skip_current, self.skip_next = self.skip_next, False
         if (

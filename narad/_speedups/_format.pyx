@@ -5,7 +5,7 @@ The pure-Python module is the reference; read it (and docs/log-format.md) first.
 """
 
 from cpython.bytearray cimport PyByteArray_AS_STRING, PyByteArray_GET_SIZE, PyByteArray_Resize
-from cpython.bytes cimport PyBytes_AS_STRING, PyBytes_FromStringAndSize
+from cpython.bytes cimport PyBytes_AS_STRING, PyBytes_FromStringAndSize, PyBytes_GET_SIZE
 from libc.stdint cimport uint8_t, uint32_t, uint64_t
 from libc.stddef cimport size_t
 from libc.string cimport memcpy
@@ -154,3 +154,97 @@ def decode_fields(bytes payload):
     if pos != total:
         raise ValueError("entry payload has trailing bytes")
     return fields
+
+
+cdef uint64_t U64_MAX = 0xFFFFFFFFFFFFFFFF
+
+
+def encode_entries(bytearray buf, argvs, Py_ssize_t first, uint64_t offset,
+                   uint64_t timestamp_ms, uint32_t epoch, int flags, uint64_t id_ms,
+                   uint64_t id_seq, Py_ssize_t position, Py_ssize_t index_position,
+                   Py_ssize_t interval):
+    cdef list rows = argvs if type(argvs) is list else list(argvs)
+    cdef Py_ssize_t nrec = len(rows)
+    cdef Py_ssize_t i, j, count, total = 0, payload
+    cdef uint64_t length
+    cdef object argv
+    if flags < 0 or flags > 255:
+        raise OverflowError("flags out of range")
+    # First pass: sizes, checked before anything is appended.
+    for i in range(nrec):
+        argv = rows[i]
+        count = len(argv)
+        payload = 4
+        for j in range(first, count):
+            payload += 4 + len(argv[j])
+        length = C_LENGTH_MIN + <uint64_t>payload
+        if length > C_RECORD_MAX:
+            raise ValueError(f"record of {length} bytes exceeds the maximum of {RECORD_BYTES_MAX}")
+        total += C_HEADER + payload
+    cdef Py_ssize_t start = PyByteArray_GET_SIZE(buf)
+    PyByteArray_Resize(buf, start + total)
+    cdef uint8_t* p = <uint8_t*>PyByteArray_AS_STRING(buf) + start
+    due = []
+    try:
+        encode_rows(rows, first, p, offset, timestamp_ms, epoch, flags, id_ms, id_seq,
+                    position, index_position, interval, due)
+    except BaseException:
+        PyByteArray_Resize(buf, start)
+        raise
+    return due
+
+
+cdef int encode_rows(list rows, Py_ssize_t first, uint8_t* p, uint64_t offset,
+                     uint64_t timestamp_ms, uint32_t epoch, int flags, uint64_t id_ms,
+                     uint64_t id_seq, Py_ssize_t position, Py_ssize_t index_position,
+                     Py_ssize_t interval, list due) except -1:
+    cdef Py_ssize_t i, j, count, n, payload
+    cdef Py_ssize_t nrec = len(rows)
+    cdef object argv, arg
+    cdef const uint8_t[::1] data
+    cdef const uint8_t* src
+    cdef uint8_t* rec
+    cdef uint8_t* q
+    for i in range(nrec):
+        if index_position < 0 or position - index_position >= interval:
+            due.append((offset, position, id_ms, id_seq))
+            index_position = position
+        argv = rows[i]
+        count = len(argv)
+        rec = p
+        q = p + C_HEADER
+        wr32(q, <uint32_t>(count - first if count > first else 0))
+        q += 4
+        for j in range(first, count):
+            arg = argv[j]
+            if type(arg) is bytes:
+                n = PyBytes_GET_SIZE(arg)
+                src = <const uint8_t*>PyBytes_AS_STRING(arg)
+            else:
+                data = arg
+                n = data.shape[0]
+                src = &data[0] if n else NULL
+            wr32(q, <uint32_t>n)
+            q += 4
+            if n:
+                memcpy(q, src, n)
+            q += n
+        payload = q - rec - C_HEADER
+        wr32(rec, <uint32_t>(C_LENGTH_MIN + <uint64_t>payload))
+        rec[8] = C_VERSION
+        rec[9] = flags
+        wr32(rec + 10, epoch)
+        wr64(rec + 14, offset)
+        wr64(rec + 22, timestamp_ms)
+        wr64(rec + 30, id_ms)
+        wr64(rec + 38, id_seq)
+        wr32(rec + 4, narad_crc32c(rec + 8, C_HEADER - 8 + payload))
+        p = q
+        position += C_HEADER + payload
+        offset += 1
+        if id_seq == U64_MAX:
+            id_ms += 1
+            id_seq = 0
+        else:
+            id_seq += 1
+    return 0

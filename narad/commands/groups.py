@@ -16,9 +16,10 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
 from narad.commands.args import INT64_MAX, parse_int, parse_timeout_ms, text
+from narad.commands.frames import entries_reply
 from narad.commands.table import command, container
 from narad.errors import CommandError, syntax
-from narad.resp import NullArray, SimpleString
+from narad.resp import Encoded, NullArray, SimpleString
 from narad.streams import groups, ids
 from narad.streams.groups import ClaimOptions, Counters, Group
 from narad.streams.stream import Entry, Stream
@@ -78,7 +79,7 @@ def _interval(arg: bytes, low: bool) -> int:
     return ids.parse(arg, 0 if low else ids.U64_MAX)
 
 
-def _multi_reply(client: Client, served: list[tuple[bytes, list[Any]]]) -> Any:
+def _multi_reply(client: Client, served: list[tuple[bytes, Any]]) -> Any:
     """XREADGROUP's outer reply: an array of [key, entries] pairs, a map in RESP3."""
     if client.protocol >= 3:
         return dict(served)
@@ -360,7 +361,7 @@ def _targets(client: Client, req: ReadGroupArgs) -> list[Target]:
 
 def _serve_now(client: Client, req: ReadGroupArgs, targets: list[Target]) -> Any:
     """What XREADGROUP answers without waiting; None when nothing can be served."""
-    served: list[tuple[bytes, list[Any]]] = []
+    served: list[tuple[bytes, Any]] = []
     for t in targets:
         if t.after is not None:
             served.append((t.key, _history(client, req, t)))
@@ -390,10 +391,10 @@ def _history(client: Client, req: ReadGroupArgs, t: Target) -> list[Any]:
 
 def _deliver(
     client: Client, req: ReadGroupArgs, key: bytes, stream: Stream, group: Group, count: int
-) -> list[Any]:
-    found = groups.read_new(stream, group, req.consumer, count, req.noack, groups.now_ms())
+) -> Encoded:
+    found = groups.read_new_raw(stream, group, req.consumer, count, req.noack, groups.now_ms())
     _touched(client, key)
-    return [_entry(e) for e in found]
+    return entries_reply(found)
 
 
 def _retry_blocked(client: Client, req: ReadGroupArgs) -> Callable[[], Any]:
@@ -474,7 +475,7 @@ def xack(client: Client, args: list[bytes]) -> Any:
     group = stream.groups.get(args[2]) if stream is not None else None
     if stream is None or group is None:
         return 0
-    sids = [ids.parse(arg, strict=True) for arg in args[3:]]
+    sids = ids.parse_all_strict(args[3:])
     acked = groups.ack(stream, group, sids)
     if acked:
         _touched(client, args[1])
@@ -544,7 +545,7 @@ def _pending_summary(group: Group) -> list[Any]:
     if not pel:
         return [0, None, None, NullArray()]
     owners = [[c.name, b"%d" % len(c.pending)] for c in group.sorted_consumers() if c.pending]
-    return [len(pel), ids.fmt(pel.peekitem(0)[0]), ids.fmt(pel.peekitem(-1)[0]), owners]
+    return [len(pel), ids.fmt(pel.first()), ids.fmt(pel.last()), owners]
 
 
 def _pending_entries(group: Group, opts: PendingArgs, now: int) -> list[Any]:

@@ -8,14 +8,16 @@ XINFO) live in narad/commands/groups.py.
 from __future__ import annotations
 
 import time
+from collections import deque
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
 from narad.commands.args import parse_int, parse_timeout_ms
 from narad.commands.schema import check_entry
-from narad.commands.table import command
+from narad.commands.table import COMMANDS, command
 from narad.errors import CommandError, syntax, wrong_arity
 from narad.resp import NullArray
+from narad.resp.encoder import encode_ids_into
 from narad.streams import ids
 from narad.streams.stream import Entry, Stream
 
@@ -173,6 +175,48 @@ def xadd(client: Client, args: list[bytes]) -> Any:
 
 
 NO_TRIM = TrimArgs()
+
+
+def xadd_run(
+    client: Client, argv: list[bytes], queued: deque[list[bytes]]
+) -> list[list[bytes]] | None:
+    """Pipelined `XADD key * field value ...` on an existing stream: `argv` and the
+    XADDs queued right after it to the same key in the same form, with one ID
+    reading, one log append and one reply write into `client.out`; the same
+    entries, IDs and replies as running them one by one within one millisecond.
+    Returns the argvs run; None (nothing done) for any other form, which the
+    general handler answers."""
+    key = argv[1]
+    if argv[2] != b"*" or not len(argv) & 1:
+        return None
+    store = client.server.store
+    stream = store.dbs[client.db].get(key)
+    if stream is None or stream.uid in store.validators:  # each XADD validated alone
+        return None
+    last = stream.last_id
+    if last >> 64 == ids.U64_MAX:  # IDs near their end: the general path's checks
+        return None
+    run = [argv]
+    name = argv[0]
+    for more in queued:
+        if (
+            more[0] != name
+            or more[1] != key
+            or more[2] != b"*"
+            or not len(more) & 1
+            or len(more) < 5
+        ):
+            break
+        run.append(more)
+    ms = time.time_ns() // 1_000_000
+    sid = ms << 64 if ms > last >> 64 else last + 1
+    stream.add_run(sid, run, 3)
+    client.server.key_written(client.db, key)
+    encode_ids_into(client.out, sid >> 64, sid & ids.SEQ_MASK, len(run))
+    return run
+
+
+COMMANDS[b"xadd"].run = xadd_run
 
 
 def _new_id(last: int, explicit: int | None, seq_given: bool) -> int | None:

@@ -11,6 +11,7 @@ stale, no_multi, ...); `write` decides what a replica refuses and what is replic
 
 from __future__ import annotations
 
+from collections import deque
 from collections.abc import Callable, Iterable, Iterator
 from collections.abc import Set as AbstractSet
 from dataclasses import dataclass, field
@@ -20,6 +21,13 @@ if TYPE_CHECKING:
     from narad.server import Client
 
 Handler = Callable[["Client", list[bytes]], Any]
+# A run handler takes a command and the ones queued after it that it can answer in
+# one go: run(client, argv, queued) runs them, writes their replies to client.out
+# and returns the argvs it ran (argv first), or returns None with nothing done (the
+# general path then runs argv). Its reply to one command is at most
+# RUN_REPLY_BYTES_MAX bytes (the caller bounds the output buffer with it).
+RUN_REPLY_BYTES_MAX = 48
+RunHandler = Callable[["Client", list[bytes], "deque[list[bytes]]"], "list[list[bytes]] | None"]
 
 
 @dataclass
@@ -35,6 +43,7 @@ class Command:
     complexity: str = ""
     categories: tuple[str, ...] = ()
     subcommands: dict[str, Command] = field(default_factory=dict)
+    run: RunHandler | None = None  # the pipelined fast path, if the command has one
     # Counters for INFO commandstats, as Redis keeps them in its command table.
     calls: int = 0
     usec: int = 0

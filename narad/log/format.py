@@ -153,12 +153,64 @@ def decode_fields(payload: bytes) -> list[bytes]:
     return fields
 
 
+U64_MAX = (1 << 64) - 1
+
+
+def encode_entries(
+    buf: bytearray,
+    argvs: Sequence[Sequence[bytes]],
+    first: int,
+    offset: int,
+    timestamp_ms: int,
+    epoch: int,
+    flags: int,
+    id_ms: int,
+    id_seq: int,
+    position: int,
+    index_position: int,
+    interval: int,
+) -> list[tuple[int, int, int, int]]:
+    """Append one framed record per argv of `argvs` to `buf`: the same bytes as
+    `encode_into` with the payload `encode_fields(argv[first:])`, offsets counting
+    up from `offset`, stream IDs counting up from (id_ms, id_seq) (a sequence past
+    2^64-1 carries into the milliseconds), every record with `timestamp_ms`.
+
+    `position` is where the first record starts in its segment file. Returns the
+    sparse index entries (offset, position, id_ms, id_seq) due, given that the
+    last entry's record starts at `index_position` (-1: no entry): a record gets
+    one when it starts `interval` bytes or more after the last entry's.
+
+    Raises ValueError, appending nothing, if any record would exceed
+    RECORD_BYTES_MAX."""
+    payloads = [pure_encode_fields(argv[first:]) for argv in argvs]
+    for payload in payloads:
+        length = LENGTH_MIN + len(payload)
+        if length > RECORD_BYTES_MAX:
+            raise ValueError(
+                f"record of {length} bytes exceeds the maximum of {RECORD_BYTES_MAX}"
+            )
+    due: list[tuple[int, int, int, int]] = []
+    for payload in payloads:
+        if index_position < 0 or position - index_position >= interval:
+            due.append((offset, position, id_ms, id_seq))
+            index_position = position
+        pure_encode_into(buf, offset, timestamp_ms, epoch, flags, id_ms, id_seq, payload)
+        position += HEADER_BYTES + len(payload)
+        offset += 1
+        if id_seq == U64_MAX:
+            id_ms, id_seq = id_ms + 1, 0
+        else:
+            id_seq += 1
+    return due
+
+
 # The pure-Python functions above stay importable under these names for tests that
 # compare both paths.
 pure_encode_into = encode_into
 pure_scan = scan
 pure_encode_fields = encode_fields
 pure_decode_fields = decode_fields
+pure_encode_entries = encode_entries
 
 _twin = load("_format")
 if _twin is not None:
@@ -166,4 +218,5 @@ if _twin is not None:
     scan = _twin.scan
     encode_fields = _twin.encode_fields
     decode_fields = _twin.decode_fields
+    encode_entries = _twin.encode_entries
 SPEEDUPS = _twin is not None

@@ -26,7 +26,7 @@ import logging
 import os
 import threading
 import time
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -380,6 +380,59 @@ class Log:
         self.last_timestamp_ms = ts
         return offset
 
+    def append_entries(
+        self, argvs: Sequence[Sequence[bytes]], first: int, id_ms: int, id_seq: int, flags: int
+    ) -> int:
+        """Buffer one record per argv of `argvs`, its payload the entry
+        `encode_fields(argv[first:])`, with stream IDs counting up from (id_ms,
+        id_seq); return the first one's offset. The records, bytes and bookkeeping
+        are exactly those of `append` called once per argv at one clock reading; the
+        hot path of pipelined produces, one call for a run of them.
+        """
+        if self.failure is not None:
+            raise LogFailed(self.failure)
+        count = len(argvs)
+        if not count:
+            return self.next_offset
+        if (id_ms, id_seq) < self.last_id:
+            raise ValueError(f"stream ID {id_ms}-{id_seq} is below the log's last {self.last_id}")
+        ts = self.clock()
+        if ts < self.last_timestamp_ms:
+            ts = self.last_timestamp_ms
+        pending = self._pending
+        seg = self.segments[-1]
+        mark = len(pending)
+        position = seg.size + mark
+        offset = self._pending_offset + self._pending_records
+        index = seg.index
+        due = format.encode_entries(
+            pending, argvs, first, offset, ts, self._epoch, flags, id_ms, id_seq,
+            position, index.last_position, INTERVAL_BYTES,
+        )
+        config = self.config
+        if (seg.next_offset != seg.base_offset or count > 1) and (
+            seg.size + len(pending) > config.segment_bytes
+            or (config.segment_ms and ts - seg.first_timestamp_ms >= config.segment_ms)
+        ):
+            # The run crosses a roll: undo it and append record by record.
+            del pending[mark:]
+            sid = id_ms << 64 | id_seq
+            for argv in argvs:
+                payload = format.encode_fields(argv[first:])
+                self.append(payload, sid >> 64, sid & format.U64_MAX, flags, ts)
+                sid += 1
+            return offset
+        self._pending_records += count
+        for entry in due:
+            index.add(*entry)
+        if seg.next_offset == seg.base_offset:
+            seg.first_timestamp_ms = ts
+        seg.next_offset = offset + count
+        last = (id_ms << 64 | id_seq) + count - 1
+        self.last_id = (last >> 64, last & format.U64_MAX)
+        self.last_timestamp_ms = ts
+        return offset
+
     def _roll_due(self, seg: Segment, size_after: int, ts: int) -> bool:
         """Whether a non-empty active segment must be sealed rather than grow to
         `size_after` bytes with a record of timestamp `ts`."""
@@ -584,7 +637,49 @@ class Log:
         records, or once `bytes_max` record bytes are reached."""
         end = self.written_end if end is None else min(end, self.written_end)
         offset = max(offset, self.start_offset)
-        return _take(self._iter_from(offset, end, count_max), count_max, bytes_max)
+        if bytes_max < 1 << 62 or count_max <= 0:
+            return _take(self._iter_from(offset, end, count_max), count_max, bytes_max)
+        out: list[Record] = []
+        for batch in self._batches_from(offset, end, count_max):
+            out += batch
+            if len(out) >= count_max:
+                del out[count_max:]
+                break
+        return out
+
+    def _batches_from(self, offset: int, end: int, count_hint: int) -> Iterator[list[Record]]:
+        """`_iter_from`'s records, a list at a time."""
+        while True:
+            try:
+                for batch in self._batches_from_once(offset, end, count_hint):
+                    yield batch
+                    offset = batch[-1].offset + 1
+                return
+            except StaleIndex as exc:
+                self._rebuild_stale(exc)
+
+    def _batches_from_once(
+        self, offset: int, end: int, count_hint: int
+    ) -> Iterator[list[Record]]:
+        if offset >= end:
+            return
+        i = max(bisect.bisect_right(self._bases, offset) - 1, 0)
+        for seg in self.segments[i:]:
+            if seg.base_offset >= end:
+                return
+            position = seg.checked_entry(max(seg.index.floor_offset(offset), 0))[1]
+            records = max(seg.next_offset - seg.base_offset, 1)
+            wanted = INTERVAL_BYTES + count_hint * (seg.size // records + 1)
+            chunk = min(CHUNK_BYTES, max(wanted, 2 * INTERVAL_BYTES))
+            for batch in seg.scan_batches(position, seg.size, chunk):
+                if batch[0].offset >= offset and batch[-1].offset < end:
+                    yield batch
+                    continue
+                kept = [rec for rec in batch if offset <= rec.offset < end]
+                if kept:
+                    yield kept
+                if batch[-1].offset >= end:
+                    return
 
     def _iter_from(self, offset: int, end: int, count_hint: int = 1 << 30) -> Iterator[Record]:
         while True:
@@ -698,7 +793,8 @@ class Log:
         for seg in self.segments[i:]:
             e = seg.index.floor_id_below(id_ms, id_seq, inclusive=after)
             position = seg.checked_entry(max(e, 0))[1] if len(seg.index) else 0
-            for rec in seg.scan_from(position, seg.size):
+            # The record sought is at most an index interval on, if in this segment.
+            for rec in seg.scan_from(position, seg.size, 2 * INTERVAL_BYTES):
                 if rec.offset >= self.written_end:
                     return self.written_end
                 rid = (rec.id_ms, rec.id_seq)

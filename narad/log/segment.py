@@ -99,11 +99,19 @@ class Segment:
 
         Raises CorruptSegment when a record fails its checks or is cut off before `end`.
         """
+        for records in self.scan_batches(position, end, chunk_bytes):
+            yield from records
+
+    def scan_batches(
+        self, position: int, end: int | None = None, chunk_bytes: int = CHUNK_BYTES
+    ) -> Iterator[list[Record]]:
+        """`scan_from`'s records, a list per read."""
         end = self.size if end is None else end
         while position < end:
             buf = self.pread(position, min(chunk_bytes, end - position))
             records, used, status, detail = format.scan(buf, 0, position, 1 << 30)
-            yield from records
+            if records:
+                yield records
             position += used
             if status == SCAN_BAD:
                 raise CorruptSegment(self.path, position, str(detail))

@@ -76,6 +76,34 @@ class HiredisRequestParser(PurePythonRequestParser):
         # is left is a partial command, so the reference machine goes next.
         self._tail_seen = False
 
+    def feed_whole(self, data: bytes) -> list[list[bytes]] | None:
+        """The usual read of a client in step with the server, whole commands and
+        nothing buffered, parsed without buffering: one hiredis read and one proof
+        (see the module doc), as `_take_batch` would do after `feed`."""
+        if (
+            self._fed
+            or self._pos < len(self._buf)
+            or self._args_left
+            or self._failure is not None
+            or self._big is not None
+            or not self.authenticated
+            or self._pure_steps
+            or type(data) is not bytes
+            or not data
+            or data[0] != _STAR
+            or self.held_bytes + len(data) > self.max_query_buffer
+        ):
+            return None
+        commands = whole_commands(
+            data, self.max_multibulk_len, self.max_bulk_len, self.max_inline_len
+        )
+        if commands is None:
+            return None
+        self._fed_bytes += len(data)
+        self._base = self._command_start = self._fed_bytes
+        self._buf, self._pos = b"", 0
+        return commands
+
     def _take_batch(self, out: list[list[bytes]]) -> bool:
         buf, pos = self._buf, self._pos
         if pos >= len(buf) or buf[pos] != _STAR or not self.authenticated:
@@ -92,7 +120,9 @@ class HiredisRequestParser(PurePythonRequestParser):
             self._pure_steps = PURE_STEPS_AFTER_REFUSAL
         if not taken:
             return False
-        self._tail_seen = partial_tail and taken == len(proposed)
+        # Only bytes left over make a partial command: a run that ends exactly at
+        # the end of the buffer leaves the next read to hiredis again.
+        self._tail_seen = partial_tail and taken == len(proposed) and end < len(buf)
         out.extend(filter(None, proposed[:taken]))  # *0 and *-1 are skipped
         self._pos = end
         self._command_start = self._base + end
@@ -150,6 +180,30 @@ def _hiredis_read(buf: bytes, pos: int) -> _Run:
     except hiredis.ProtocolError:
         return _Run(replies, refused=True, partial_tail=False)
     return _Run(replies, refused=False, partial_tail=True)
+
+
+def py_whole_commands(
+    data: bytes, max_count: int, max_len: int, max_line: int
+) -> list[list[bytes]] | None:
+    """The commands in `data` when it holds nothing but whole commands that
+    hiredis reads and `py_frames_end` proves, to its last byte; else None. The
+    compiled twin parses the canonical frames itself, without hiredis; either may
+    decline input the other takes (the twin: `*0`, counts of BIG_COUNT_DIGITS
+    digits; this: more than SLICE_BYTES), and whenever both answer they return the
+    same commands, those the reference parser reads."""
+    if len(data) > SLICE_BYTES or big_count_at(data, 0, len(data)) >= 0:
+        return None
+    reader = hiredis.Reader()
+    reader.feed(data)
+    proposed = []
+    try:
+        while (reply := reader.gets()) is not False:
+            proposed.append(reply)
+    except hiredis.ProtocolError:
+        return None
+    if not proposed or frames_end(proposed, data, 0, max_count, max_len, max_line) != len(data):
+        return None
+    return list(filter(None, proposed))  # *0 and *-1 are skipped
 
 
 def py_big_count_at(buf: bytes, start: int, stop: int) -> int:
@@ -211,4 +265,7 @@ frames_end: Callable[[list[Any], bytes, int, int, int, int], int] = (
 )
 big_count_at: Callable[[bytes, int, int], int] = (
     py_big_count_at if _twin is None else _twin.big_count_at
+)
+whole_commands: Callable[[bytes, int, int, int], list[list[bytes]] | None] = (
+    py_whole_commands if _twin is None else _twin.whole_commands
 )

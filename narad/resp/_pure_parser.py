@@ -124,6 +124,21 @@ class PurePythonRequestParser:
         from its first byte, and everything after it. Bounded by max_query_buffer."""
         return self._fed_bytes - self._command_start
 
+    @property
+    def has_input(self) -> bool:
+        """Whether `commands()` may return a command or raise: bytes are buffered
+        and not yet parsed, or a failure is waiting to be raised. When False,
+        `commands()` would return []."""
+        return self._failure is not None or bool(self._fed) or self._pos < len(self._buf)
+
+    def feed_whole(self, data: bytes) -> list[list[bytes]] | None:
+        """A shortcut for `feed(data)` then `commands()` when nothing is buffered and
+        `data` holds only whole, well-formed commands: those commands, exactly as
+        the two calls would return them. None, with nothing changed, when the
+        shortcut does not apply: then call `feed` and `commands`. The reference
+        parser has no shortcut."""
+        return None
+
     def feed(self, data: bytes | bytearray | memoryview) -> None:
         """Buffer `data`; anything but bytes is copied, bytes is kept as is.
 

@@ -17,8 +17,10 @@ from collections.abc import Callable, Iterable, Mapping, Sequence, Set
 from itertools import chain
 from typing import Any, Final
 
+from narad._speedups import load
 from narad.resp.replies import (
     BigNumber,
+    Encoded,
     ErrorReply,
     NullArray,
     Push,
@@ -38,6 +40,7 @@ _BULK_HEADS: Final = [b"$%d\r\n" % i for i in range(_CACHED)]
 _ARRAY_HEADS: Final = [b"*%d\r\n" % i for i in range(_CACHED)]
 _INT64_MIN: Final = -(1 << 63)
 _INT64_MAX: Final = (1 << 63) - 1
+_U64_MAX: Final = (1 << 64) - 1
 
 NULL2: Final = b"$-1\r\n"  # RESP2 null bulk string
 NULL_ARRAY2: Final = b"*-1\r\n"  # RESP2 null array
@@ -72,6 +75,20 @@ def encode_into(buf: bytearray, value: Reply, protocol: int) -> None:
         _put(buf, value, _WRITERS2)
     else:
         raise ValueError(f"unknown protocol version {protocol}")
+
+
+def encode_ids_into(buf: bytearray, ms: int, seq: int, count: int) -> None:
+    """Append the bulk strings `<ms>-<seq>` of `count` consecutive stream IDs from
+    (ms, seq) to `buf`: the replies of a run of XADDs, the same in RESP2 and RESP3.
+    A sequence past 2^64-1 carries into the milliseconds; the last ID must not pass
+    the largest, 18446744073709551615-18446744073709551615."""
+    for _ in range(count):
+        text = b"%d-%d" % (ms, seq)
+        buf += b"$%d\r\n%b\r\n" % (len(text), text)
+        if seq == _U64_MAX:
+            ms, seq = ms + 1, 0
+        else:
+            seq += 1
 
 
 def encode_request(args: Iterable[bytes | str | int]) -> bytes:
@@ -167,7 +184,7 @@ def _int(buf: bytearray, value: int) -> None:
         raise OverflowError(f"{value} does not fit a RESP integer; use BigNumber")
 
 
-def _prebuilt(buf: bytearray, value: SimpleString | ErrorReply) -> None:
+def _prebuilt(buf: bytearray, value: SimpleString | ErrorReply | Encoded) -> None:
     buf += value.frame
 
 
@@ -280,6 +297,7 @@ _COMMON: Final[dict[type, Writer]] = {
     int: _int,
     SimpleString: _prebuilt,
     ErrorReply: _prebuilt,
+    Encoded: _prebuilt,
 }
 _WRITERS2: Final[dict[type, Writer]] = {
     **_COMMON,
@@ -311,3 +329,9 @@ _WRITERS3: Final[dict[type, Writer]] = {
     Verbatim: _verbatim3,
     BigNumber: _big_number3,
 }
+
+
+pure_encode_ids_into = encode_ids_into
+_twin = load("resp")
+if _twin is not None:
+    encode_ids_into = _twin.encode_ids_into

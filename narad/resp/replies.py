@@ -21,6 +21,7 @@ How each value goes on the wire, RESP3 / RESP2:
     Push                 > push                   / * array (as pub/sub messages are)
     Verbatim             = verbatim string        / $ bulk string
     BigNumber            ( big number             / $ bulk string of the digits
+    Encoded              its frame, as it is      / same
 """
 
 from __future__ import annotations
@@ -136,6 +137,26 @@ class Push:
         return f"Push({list(self.items)!r})"
 
 
+class Encoded:
+    """A value already framed, for replies whose frame is the same in RESP2 and
+    RESP3 (arrays of bulk strings, such as stream entries), built without an
+    intermediate list of Python objects. The encoder appends `frame` as it is."""
+
+    __slots__ = ("frame",)
+
+    def __init__(self, frame: bytes) -> None:
+        self.frame: Final = frame
+
+    def __eq__(self, other: object) -> bool:
+        return isinstance(other, Encoded) and other.frame == self.frame
+
+    def __hash__(self) -> int:
+        return hash((Encoded, self.frame))
+
+    def __repr__(self) -> str:
+        return f"Encoded({self.frame!r})"
+
+
 class Verbatim:
     """A RESP3 `=` verbatim string (INFO, CLIENT LIST): text with a three-letter
     format, "txt" or "mkd". A bulk string under RESP2."""
@@ -200,6 +221,7 @@ Reply: TypeAlias = (
     | Push
     | Verbatim
     | BigNumber
+    | Encoded
     | Sequence["Reply"]
     | Mapping[Any, "Reply"]
     | Set[Any]

@@ -52,6 +52,7 @@ gdelconsumer. Must never: read the clock in a handler, do I/O other than through
 
 from __future__ import annotations
 
+import bisect
 import heapq
 import itertools
 import time
@@ -59,8 +60,7 @@ from collections.abc import Iterable, Iterator
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
-from sortedcontainers import SortedDict  # type: ignore[import-untyped, unused-ignore]
-
+from narad.log import decode_fields
 from narad.streams import ids
 from narad.streams.stream import Entry, op_handler, pack_id, unpack_id
 
@@ -119,6 +119,105 @@ class PendingEntry:
         self.delivery_count = delivery_count  # deliveries so far, this one included
 
 
+class Pel:
+    """The pending entries list: entry ID -> PendingEntry, iterated in ID order.
+
+    A dict, plus its keys in a sorted list for ordered walks and ranges. IDs mostly
+    arrive in increasing order (deliveries with `>`), which appends; a lower one is
+    inserted by bisection. A removal leaves its key in the list as a tombstone
+    (skipped by walks) until tombstones are half the list, when it is compacted, so
+    adding and removing cost O(1) amortized for the usual deliver-then-ack traffic.
+    """
+
+    __slots__ = ("_entries", "_keys", "_tombstones")
+
+    def __init__(self) -> None:
+        self._entries: dict[int, PendingEntry] = {}
+        self._keys: list[int] = []  # sorted; a superset of the dict's keys
+        self._tombstones = 0
+
+    def __len__(self) -> int:
+        return len(self._entries)
+
+    def __contains__(self, sid: object) -> bool:
+        return sid in self._entries
+
+    def __getitem__(self, sid: int) -> PendingEntry:
+        return self._entries[sid]
+
+    def get(self, sid: int) -> PendingEntry | None:
+        return self._entries.get(sid)
+
+    def __setitem__(self, sid: int, entry: PendingEntry) -> None:
+        entries = self._entries
+        if sid not in entries:
+            keys = self._keys
+            if not keys or sid > keys[-1]:
+                keys.append(sid)
+            else:
+                i = bisect.bisect_left(keys, sid)
+                if i < len(keys) and keys[i] == sid:
+                    self._tombstones -= 1  # a tombstone comes back to life
+                else:
+                    keys.insert(i, sid)
+        entries[sid] = entry
+
+    def update(self, items: dict[int, PendingEntry]) -> None:
+        for sid, entry in items.items():
+            self[sid] = entry
+
+    def pop(self, sid: int, default: PendingEntry | None = None) -> PendingEntry | None:
+        entry = self._entries.pop(sid, None)
+        if entry is None:
+            return default
+        self._tombstones += 1
+        if self._tombstones > 64 and self._tombstones * 2 > len(self._keys):
+            entries = self._entries
+            self._keys = [k for k in self._keys if k in entries]
+            self._tombstones = 0
+        return entry
+
+    def __delitem__(self, sid: int) -> None:
+        if self.pop(sid) is None:
+            raise KeyError(sid)
+
+    def irange(self, minimum: int | None = None, maximum: int | None = None) -> Iterator[int]:
+        """IDs with minimum <= ID <= maximum (None: unbounded), in ID order."""
+        keys, entries = self._keys, self._entries
+        i = 0 if minimum is None else bisect.bisect_left(keys, minimum)
+        while i < len(keys):
+            sid = keys[i]
+            if maximum is not None and sid > maximum:
+                return
+            if sid in entries:
+                yield sid
+            i += 1
+
+    def __iter__(self) -> Iterator[int]:
+        return self.irange()
+
+    def first(self) -> int:
+        """The smallest pending ID; the PEL must not be empty."""
+        return next(self.irange())
+
+    def last(self) -> int:
+        """The largest pending ID; the PEL must not be empty."""
+        entries = self._entries
+        return next(k for k in reversed(self._keys) if k in entries)
+
+    def keys(self) -> list[int]:
+        entries = self._entries
+        return [k for k in self._keys if k in entries]
+
+    def values(self) -> list[PendingEntry]:
+        entries = self._entries
+        return [entries[k] for k in self._keys if k in entries]
+
+    def items(self) -> list[tuple[int, PendingEntry]]:
+        entries = self._entries
+        return [(k, entries[k]) for k in self._keys if k in entries]
+
+
 class Group:
     """A consumer group: cursor, PEL (ID order) and consumers. Changed only by the op
     handlers below; commands read it freely."""
@@ -129,7 +228,7 @@ class Group:
         self.name = name
         self.last_id = last_id  # ID of the last entry handed out with `>` (or set)
         self.entries_read = entries_read  # read counter at last_id; None: unknown
-        self.pel: Any = SortedDict()  # entry ID -> PendingEntry, in ID order
+        self.pel = Pel()  # entry ID -> PendingEntry, in ID order
         self.consumers: dict[bytes, Consumer] = {}
 
     # -- queries ----------------------------------------------------------------------
@@ -429,9 +528,17 @@ def read_new(
 ) -> list[Entry]:
     """XREADGROUP `>`: up to `count` (0: all) entries after the cursor, delivered to
     `consumer` (pending unless `noack`); the cursor and read counter follow."""
-    found: list[Entry] = []
+    found = read_new_raw(stream, group, consumer, count, noack, now)
+    return [(sid, decode_fields(payload)) for sid, payload in found]
+
+
+def read_new_raw(
+    stream: Stream, group: Group, consumer: bytes, count: int, noack: bool, now: int
+) -> list[tuple[int, bytes]]:
+    """`read_new` with the entries' payloads as stored (Stream.range_raw)."""
+    found: list[tuple[int, bytes]] = []
     if group.last_id != ids.ID_MAX:
-        found = stream.range(group.last_id + 1, ids.ID_MAX, count)
+        found = stream.range_raw(group.last_id + 1, ids.ID_MAX, count)
     last_id, entries_read = group.last_id, group.entries_read
     if found:
         counters = Counters.of(stream)

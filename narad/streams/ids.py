@@ -58,6 +58,21 @@ def parse(arg: bytes, missing_seq: int = 0, strict: bool = False) -> int:
     return make(ms, seq)
 
 
+def parse_all_strict(args: list[bytes]) -> list[int]:
+    """`parse(arg, strict=True)` of each argument (XACK's IDs), the all-digit
+    `ms-seq` spelling without a call per ID."""
+    out = []
+    for arg in args:
+        ms_text, sep, seq_text = arg.partition(b"-")
+        if sep and ms_text.isdigit() and seq_text.isdigit():
+            ms, seq = int(ms_text), int(seq_text)
+            if ms <= U64_MAX and seq <= U64_MAX:
+                out.append(ms << 64 | seq)
+                continue
+        out.append(parse(arg, strict=True))
+    return out
+
+
 def parse_for_add(arg: bytes) -> tuple[int, bool]:
     """XADD's explicit ID: (ID, whether the sequence was given); `ms-*` leaves it open."""
     ms_text, sep, seq_text = arg.partition(b"-")

@@ -20,7 +20,7 @@ Owned by the event loop thread.
 from __future__ import annotations
 
 import logging
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -175,6 +175,15 @@ class Stream:
         self.last_id = sid
         return offset
 
+    def add_run(self, sid: int, argvs: Sequence[Sequence[bytes]], first: int) -> None:
+        """Append one entry per argv, its fields `argv[first:]`, with IDs counting up
+        from `sid` (validated as above the last ID, the last one at most ID_MAX):
+        the same as `add` once per argv, with one log append."""
+        data = self.data
+        data.append_entries(argvs, first, sid >> 64, sid & ids.SEQ_MASK, FLAG_ENTRY)
+        self._note(data)
+        self.last_id = sid + len(argvs) - 1
+
     def _readable(self) -> None:
         """Reads see appended records: put buffered ones in the file first."""
         if self.data.next_offset > self.data.written_end:
@@ -182,30 +191,29 @@ class Stream:
 
     def range(self, low: int, high: int, count: int = 0) -> list[Entry]:
         """Live entries with low <= ID <= high, oldest first, at most `count` (0: all)."""
-        out: list[Entry] = []
-        for offset, sid, payload in self._forward(low, count):
-            if sid > high:
-                break
-            if offset not in self.deleted:
-                out.append((sid, decode_fields(payload)))
-                if len(out) == count:
-                    break
-        return out
+        return [(sid, decode_fields(payload)) for sid, payload in self.range_raw(low, high, count)]
 
-    def _forward(self, low: int, count: int = 0) -> Iterator[tuple[int, int, bytes]]:
-        """(offset, ID, payload) from the first entry with ID >= low, deleted ones
-        included; read in batches sized for `count` (0: no bound known)."""
+    def range_raw(self, low: int, high: int, count: int = 0) -> list[tuple[int, bytes]]:
+        """`range` with each entry's payload as stored (encode_fields), not decoded."""
         self._readable()
         data = self.data
         offset = max(data.offset_of_id(*ids.split(low)), self.start)
-        batch_size = min(count + len(self.deleted), READ_BATCH) if count else READ_BATCH
+        deleted = self.deleted
+        batch_size = min(count + len(deleted), READ_BATCH) if count else READ_BATCH
+        out: list[tuple[int, bytes]] = []
         while True:
             batch = data.read(offset, count_max=batch_size)
             batch_size = READ_BATCH
             if not batch:
-                return
-            for rec in batch:
-                yield rec.offset, ids.make(rec.id_ms, rec.id_seq), rec.payload
+                return out
+            for at, _, _, _, id_ms, id_seq, payload, _ in batch:
+                sid = id_ms << 64 | id_seq
+                if sid > high:
+                    return out
+                if at not in deleted:
+                    out.append((sid, payload))
+                    if len(out) == count:
+                        return out
             offset = batch[-1].offset + 1
 
     def revrange(self, high: int, low: int, count: int = 0) -> list[Entry]:

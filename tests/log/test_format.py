@@ -148,3 +148,72 @@ def test_fields_twin_and_pure_agree(fields) -> None:  # type: ignore[no-untyped-
     encoded = format.pure_encode_fields(fields)
     assert TWIN.encode_fields(fields) == encoded
     assert TWIN.decode_fields(encoded) == format.pure_decode_fields(encoded) == fields
+
+
+ENTRY_IMPLS = [pytest.param(format.pure_encode_entries, id="pure")]
+if TWIN is not None:
+    ENTRY_IMPLS.append(pytest.param(TWIN.encode_entries, id="cython"))
+argvs_st = st.lists(
+    st.lists(st.binary(max_size=40), min_size=0, max_size=7), min_size=0, max_size=12
+)
+
+
+@pytest.mark.parametrize("encode_entries", ENTRY_IMPLS)
+@given(
+    argvs=argvs_st,
+    first=st.integers(0, 3),
+    offset=st.integers(0, 2**40),
+    id_ms=st.integers(0, 2**64 - 2),
+    id_seq=st.sampled_from([0, 1, 2**64 - 3, 2**64 - 1]),
+    position=st.integers(0, 10_000),
+    index_position=st.integers(-1, 10_000),
+    interval=st.integers(1, 300),
+)
+def test_encode_entries_is_encode_into_per_entry(  # type: ignore[no-untyped-def]
+    encode_entries, argvs, first, offset, id_ms, id_seq, position, index_position, interval
+) -> None:
+    """One call for a run of entries: the bytes of encode_into(encode_fields(...))
+    per entry with consecutive IDs, and the sparse index entries due."""
+    index_position = min(index_position, position)
+    expected, due = bytearray(b"prefix"), []
+    sid, pos, last = id_ms << 64 | id_seq, position, index_position
+    for i, argv in enumerate(argvs):
+        if last < 0 or pos - last >= interval:
+            due.append((offset + i, pos, sid >> 64, sid & (2**64 - 1)))
+            last = pos
+        payload = format.pure_encode_fields(argv[first:])
+        format.pure_encode_into(
+            expected, offset + i, 77, 3, format.FLAG_ENTRY, sid >> 64, sid & (2**64 - 1), payload
+        )
+        pos += format.HEADER_BYTES + len(payload)
+        sid += 1
+    buf = bytearray(b"prefix")
+    got = encode_entries(
+        buf, argvs, first, offset, 77, 3, format.FLAG_ENTRY, id_ms, id_seq,
+        position, index_position, interval,
+    )  # fmt: skip
+    assert buf == expected
+    assert got == due
+
+
+@pytest.mark.parametrize("encode_entries", ENTRY_IMPLS)
+def test_encode_entries_appends_nothing_when_one_entry_is_refused(  # type: ignore[no-untyped-def]
+    encode_entries, monkeypatch
+) -> None:
+    class Huge(bytes):
+        """Claims the size of the largest record (the compiled twin sizes by len)."""
+
+        def __len__(self) -> int:
+            return 1 << 30
+
+    monkeypatch.setattr(format, "RECORD_BYTES_MAX", 200)  # what the pure path reads
+    buf = bytearray(b"kept")
+    big = Huge(b"v" * 200)
+    argvs = [[b"XADD", b"k", b"*", b"f", b"v"], [b"XADD", b"k", b"*", b"f", big]]
+    with pytest.raises(ValueError, match="exceeds the maximum"):
+        encode_entries(buf, argvs, 3, 0, 0, 0, 1, 1, 0, 0, -1, 4096)
+    assert buf == b"kept"
+    argvs = [[b"XADD", b"k", b"*", b"f", b"v"], [b"XADD", b"k", b"*", b"f", "text"]]
+    with pytest.raises(TypeError):
+        encode_entries(buf, argvs, 3, 0, 0, 0, 1, 1, 0, 0, -1, 4096)
+    assert buf == b"kept"

@@ -512,3 +512,76 @@ def test_begin_epoch_twice_without_records_keeps_offsets_increasing(tmp_path: Pa
     log.begin_epoch(5)
     assert log.epochs == [(5, 0)]
     log.close()
+
+
+def entries_of(log: Log) -> list[tuple[int, int, int, int, bytes]]:
+    log.write()
+    return [
+        (r.offset, r.id_ms, r.id_seq, r.timestamp_ms, r.payload)
+        for r in log.read(log.start_offset, count_max=1 << 20, bytes_max=1 << 30)
+    ]
+
+
+@pytest.mark.parametrize("segment_bytes", [600, 4096, 1 << 20])
+@pytest.mark.parametrize("runs", [[1], [3, 1, 5], [40, 2, 17, 1, 60]])
+def test_append_entries_is_append_per_entry(
+    tmp_path: Path, segment_bytes: int, runs: list[int]
+) -> None:
+    """Runs of entries in one call: the same records, segments, index and IDs as
+    one append per entry at the same clock reading, rolls in the middle included."""
+    config = LogConfig(segment_bytes=segment_bytes)
+    one = Log.open(tmp_path / "one", config, clock=Clock())
+    many = Log.open(tmp_path / "many", config, clock=Clock())
+    sid = (5 << 64) | (2**64 - 4)  # the sequence carries into the milliseconds
+    n = 0
+    for count in runs:
+        argvs = [[b"XADD", b"k", b"*", b"f", b"%d" % (n + i) * 7, b"g", b""] for i in range(count)]
+        assert many.append_entries(argvs, 3, sid >> 64, sid & (2**64 - 1), format.FLAG_ENTRY) == n
+        for i, argv in enumerate(argvs):
+            s = sid + i
+            payload = format.encode_fields(argv[3:])
+            one.append(payload, s >> 64, s & (2**64 - 1), format.FLAG_ENTRY)
+        sid, n = sid + count, n + count
+        assert many.next_offset == one.next_offset == n
+        assert many.last_id == one.last_id
+        assert many.last_timestamp_ms == one.last_timestamp_ms
+    assert entries_of(many) == entries_of(one)
+    assert [s.base_offset for s in many.segments] == [s.base_offset for s in one.segments]
+    for a, b in zip(many.segments, one.segments, strict=True):
+        assert a.index._data == b.index._data
+        assert a.path.read_bytes() == b.path.read_bytes()
+    with pytest.raises(ValueError, match="below the log's last"):
+        many.append_entries([[b"f", b"v"]], 0, 5, 0, format.FLAG_ENTRY)
+    assert many.next_offset == n
+    many.close()
+    reopened = Log.open(tmp_path / "many", config)
+    assert reopened.next_offset == n and reopened.last_id == one.last_id
+    reopened.close()
+    one.close()
+
+
+def test_append_entries_on_a_failed_log_raises(tmp_path: Path) -> None:
+    log = Log.open(tmp_path / "l", SMALL)
+    log.failure = "broken"
+    with pytest.raises(LogFailed):
+        log.append_entries([[b"f", b"v"]], 0, 1, 0, format.FLAG_ENTRY)
+    assert log.next_offset == 0
+
+
+@pytest.mark.parametrize("segment_bytes", [700, 8192, 1 << 20])
+def test_read_in_batches_is_read_record_by_record(tmp_path: Path, segment_bytes: int) -> None:
+    """Unbounded-bytes reads take the batched path; bounded ones the per-record one:
+    the same records for every start, count and end."""
+    log = Log.open(tmp_path / "l", LogConfig(segment_bytes=segment_bytes))
+    for i in range(300):
+        log.append(payload(i, 8 + i % 90), 1 + i, 0, format.FLAG_ENTRY)
+        if i % 37 == 0:
+            log.write()
+    log.set_start(13)
+    for offset in (0, 13, 14, 100, 150, 299, 300):
+        for count in (0, 1, 2, 7, 64, 1000):
+            for end in (None, 150, 151, 299):
+                fast = log.read(offset, count_max=count, end=end)
+                slow = log.read(offset, count_max=count, bytes_max=(1 << 62) - 1, end=end)
+                assert fast == slow, (offset, count, end)
+    log.close()

@@ -40,11 +40,16 @@ class Outcome:
 def run(
     parser_class: type[PurePythonRequestParser], chunks: Iterable[bytes], **limits: Any
 ) -> Outcome:
-    """Feed `chunks` one by one, draining commands() after each, as a server does."""
+    """Feed `chunks` one by one, draining commands() after each, as a server does
+    (which first offers each read to feed_whole)."""
     parser = parser_class(**limits)
     outcome = Outcome()
     try:
         for chunk in chunks:
+            whole = parser.feed_whole(chunk)
+            if whole is not None:
+                outcome.commands.extend(whole)
+                continue
             parser.feed(chunk)
             while batch := parser.commands():
                 outcome.commands.extend(batch)

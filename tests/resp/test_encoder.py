@@ -16,6 +16,7 @@ from hypothesis import strategies as st
 from redis._parsers.resp2 import _RESP2Parser
 from redis._parsers.resp3 import _RESP3Parser
 
+from narad._speedups import load
 from narad.resp import (
     NULL_ARRAY,
     OK,
@@ -30,6 +31,7 @@ from narad.resp import (
     encode,
     encode_into,
     encode_request,
+    encoder,
 )
 
 INF, NAN = float("inf"), float("nan")
@@ -267,3 +269,33 @@ def as_resp2(value: Any) -> Any:
 def test_resp2_round_trip(value: Any) -> None:
     assert hiredis_parse(encode([value], 2)) == [as_resp2(value)]
     assert redis_py_parse(encode(value, 2), 2) == as_resp2(value)
+
+
+ID_ENCODERS = [pytest.param(encoder.pure_encode_ids_into, id="pure")]
+_RESP_TWIN = load("resp")
+if _RESP_TWIN is not None:
+    ID_ENCODERS.append(pytest.param(_RESP_TWIN.encode_ids_into, id="cython"))
+
+
+@pytest.mark.parametrize("encode_ids_into", ID_ENCODERS)
+@pytest.mark.parametrize(
+    ("ms", "seq", "count"),
+    [
+        (0, 0, 1),
+        (1700000000123, 0, 20),
+        (1700000000123, 8, 5),
+        (5, 2**64 - 3, 6),
+        (2**64 - 2, 2**64 - 1, 2),
+        (2**64 - 1, 2**64 - 2, 2),
+        (7, 7, 0),
+    ],
+)
+def test_encode_ids_into(encode_ids_into, ms: int, seq: int, count: int) -> None:  # type: ignore[no-untyped-def]
+    """The replies of a run of XADDs: one bulk string per consecutive ID."""
+    expected = bytearray(b"before")
+    sid = ms << 64 | seq
+    for one in range(sid, sid + count):
+        encode_into(expected, b"%d-%d" % (one >> 64, one & (2**64 - 1)), 2)
+    buf = bytearray(b"before")
+    encode_ids_into(buf, ms, seq, count)
+    assert buf == expected

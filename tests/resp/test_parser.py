@@ -19,7 +19,8 @@ from narad.resp.replies import ErrorReply
 from ._support import parser_classes, run, run_every_split
 
 Parser = type[PurePythonRequestParser]
-PING = encode_request([b"PING"])
+PING_ARGS = [b"PING"]
+PING = encode_request(PING_ARGS)
 
 # ---------------------------------------------------------------------------
 # Well-formed input
@@ -114,6 +115,53 @@ def test_pipeline_of_many_commands(parser_class: Parser) -> None:
     assert run(parser_class, [data]).commands == commands
     chunks = [data[i : i + 4096] for i in range(0, len(data), 4096)]
     assert run(parser_class, chunks).commands == commands
+
+
+@parser_classes
+def test_has_input_says_whether_commands_can_return_anything(parser_class: Parser) -> None:
+    parser = parser_class()
+    assert not parser.has_input
+    parser.feed(PING + PING[:3])
+    assert parser.has_input
+    assert parser.commands() == [[PING_ARGS[0]]]
+    assert parser.has_input  # the partial command
+    parser.feed(PING[3:])
+    assert parser.commands() == [[PING_ARGS[0]]]
+    assert not parser.has_input
+    assert parser.commands() == []
+    parser.feed(b"*1\r\n$x\r\n")
+    assert parser.has_input
+    with pytest.raises(ProtocolError):
+        parser.commands()
+    assert parser.has_input  # the failure is raised again
+
+
+def test_hiredis_reads_each_new_read_that_starts_a_command(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """A run that ends at the end of the buffer leaves nothing partial: the next
+    read goes to hiredis again, not to the reference machine."""
+    if HiredisRequestParser is None:
+        pytest.skip("hiredis is not installed")
+    from narad.resp import _hiredis_parser
+
+    calls = []
+    real = _hiredis_parser._hiredis_read
+
+    def counting(buf: bytes, pos: int) -> object:
+        calls.append(pos)
+        return real(buf, pos)
+
+    monkeypatch.setattr(_hiredis_parser, "_hiredis_read", counting)
+    def reference(self: HiredisRequestParser) -> None:
+        assert self._pos >= len(self._buf), "the reference machine read a command"
+
+    monkeypatch.setattr(HiredisRequestParser, "_next_command", reference)
+    parser = HiredisRequestParser()
+    for _ in range(3):
+        parser.feed(PING * 2)
+        assert parser.commands() == [[b"PING"]] * 2
+    assert len(calls) == 3
 
 
 @parser_classes

@@ -205,3 +205,40 @@ def test_compiled_twin_is_built_when_required() -> None:
         assert _hiredis_parser.frames_end is _hiredis_parser.py_frames_end
     else:
         assert TWIN is not None and _hiredis_parser.frames_end is TWIN.frames_end
+
+
+@settings(max_examples=1500, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(
+    data=st.one_of(resp_like_st, commands_st.map(lambda c: b"".join(map(encode_request, c)))),
+    limits=st.tuples(st.integers(0, 9), st.integers(0, 40), st.integers(1, 6)),
+)
+def test_whole_commands_are_what_the_reference_reads(
+    data: bytes, limits: tuple[int, int, int]
+) -> None:
+    """feed_whole's helper, both twins: when it answers, the input is nothing but
+    those commands for the reference parser, with nothing left over."""
+    answers = [_hiredis_parser.py_whole_commands(data, *limits)]
+    if TWIN is not None:
+        answers.append(TWIN.whole_commands(data, *limits))
+    max_count, max_len, max_line = limits
+    for answer in answers:
+        if answer is None:
+            continue
+        parser = PurePythonRequestParser(
+            max_bulk_len=max_len, max_multibulk_len=max_count, max_inline_len=max_line
+        )
+        parser.feed(data)
+        assert parser.commands() == answer
+        assert parser.commands() == []
+        assert not parser.has_input
+    if None not in answers:
+        assert answers[0] == answers[-1]
+
+
+@pytest.mark.skipif(TWIN is None, reason="compiled twin not built")
+@settings(max_examples=300, deadline=None)
+@given(commands=st.lists(st.lists(st.binary(max_size=40), min_size=1, max_size=8), min_size=1))
+def test_whole_commands_twin_takes_every_canonical_run(commands: list[list[bytes]]) -> None:
+    assert TWIN is not None
+    data = b"".join(map(encode_request, commands))
+    assert TWIN.whole_commands(data, 1 << 20, 1 << 29, 1 << 16) == commands

@@ -631,3 +631,19 @@ def test_check_payloads(tmp_path: Path) -> None:
         assert caught.value.code == "SCHEMA"
     assert stream.length == 1
     node.close()
+
+
+def test_pipelined_xadds_are_each_validated(shared_narad: NaradProcess) -> None:
+    """A run of pipelined XADDs to one key (served as one batch when the key has no
+    schema) is judged command by command: the refused one alone is refused."""
+    r = shared_narad.client()
+    r.delete("pipe-schema")
+    r.xadd("pipe-schema", {"n": "1"})
+    schema = '{"type": "object", "properties": {"n": {"type": "string", "pattern": "^[0-9]+$"}}}'
+    r.execute_command("Q.SCHEMA", "SET", "pipe-schema", schema)
+    pipe = r.pipeline(transaction=False)
+    for n in ("2", "x", "3"):
+        pipe.xadd("pipe-schema", {"n": n})
+    replies = pipe.execute(raise_on_error=False)
+    assert isinstance(replies[1], redis.ResponseError) and str(replies[1]).startswith("SCHEMA")
+    assert [f[b"n"] for _, f in r.xrange("pipe-schema")] == [b"1", b"2", b"3"]

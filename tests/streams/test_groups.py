@@ -1170,6 +1170,11 @@ def call(client: FakeClient, line: str) -> Any:
     return parse_resp2(encode(run_narad(client, argv(line)), 2))[0]
 
 
+def wire(reply: Any) -> Any:
+    """A handler's reply as a RESP2 client reads it (stream entries come framed)."""
+    return parse_resp2(encode(reply, 2))[0]
+
+
 def start_read(client: FakeClient, line: str) -> Any:
     """An XREADGROUP expected to block: its Block."""
     block = group_commands.xreadgroup(client, argv(line))  # type: ignore[arg-type]
@@ -1229,7 +1234,7 @@ def test_blocking_xreadgroup(narad_only: tuple[FakeClient, Clock]) -> None:
     assert type(block).__name__ == "Block"
     assert block.keys == [(0, b"s")] and block.timeout_ms == 0
     call(client, "XADD s 667 f2 v2")
-    reply = block.retry()
+    reply = wire(block.retry())
     assert reply == [[b"s", [[b"667-0", [b"f2", b"v2"]]]]]
     assert call(client, "XPENDING s g - + 10")[0][:2] == [b"667-0", b"alice"]
     assert block.retry() is None  # nothing new for the group
@@ -1269,7 +1274,7 @@ def test_blocked_read_count_defaults_to_1000(narad_only: tuple[FakeClient, Clock
     stream = client.server.store.get(0, b"s")
     assert stream is not None
     fill(stream, *range(1, 1201))
-    reply = block.retry()
+    reply = wire(block.retry())
     assert len(reply[0][1]) == 1000
 
 
