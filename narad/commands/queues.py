@@ -45,6 +45,14 @@ def _positive(arg: bytes, name: str, maximum: int) -> int:
     return value
 
 
+def _options(args: list[bytes], start: int = 2) -> list[tuple[bytes, bytes]]:
+    """`NAME value` pairs from args[start:], names lower-cased; an odd count is a
+    syntax error."""
+    if (len(args) - start) % 2:
+        raise syntax()
+    return [(args[i].lower(), args[i + 1]) for i in range(start, len(args), 2)]
+
+
 # -- settings ----------------------------------------------------------------------------
 
 
@@ -248,20 +256,15 @@ def q_pop(client: Client, args: list[bytes]) -> Any:
     service = client.server.queues
     queue = service.require(client, args[1])
     count, visibility, block = 1, queue.settings.visibility, None
-    i = 2
-    while i < len(args):
-        option = args[i].lower()
-        if i + 1 >= len(args):
-            raise syntax()
+    for option, value in _options(args):
         if option == b"count":
-            count = _positive(args[i + 1], "COUNT", MAX_POP_COUNT)
+            count = _positive(value, "COUNT", MAX_POP_COUNT)
         elif option == b"visibility":
-            visibility = _ms(args[i + 1], "VISIBILITY", MAX_VISIBILITY_MS)
+            visibility = _ms(value, "VISIBILITY", MAX_VISIBILITY_MS)
         elif option == b"block":
-            block = parse_timeout_ms(args[i + 1])
+            block = parse_timeout_ms(value)
         else:
             raise syntax()
-        i += 2
     messages = service.deliver(queue, count, visibility)
     if messages or block is None:
         return messages
@@ -333,18 +336,13 @@ def q_consume(client: Client, args: list[bytes]) -> Any:
     service = client.server.queues
     queue = service.require(client, args[1])
     prefetch, visibility = 10, queue.settings.visibility
-    i = 2
-    while i < len(args):
-        option = args[i].lower()
-        if i + 1 >= len(args):
-            raise syntax()
+    for option, value in _options(args):
         if option == b"prefetch":
-            prefetch = _positive(args[i + 1], "PREFETCH", MAX_POP_COUNT)
+            prefetch = _positive(value, "PREFETCH", MAX_POP_COUNT)
         elif option == b"visibility":
-            visibility = _ms(args[i + 1], "VISIBILITY", MAX_VISIBILITY_MS)
+            visibility = _ms(value, "VISIBILITY", MAX_VISIBILITY_MS)
         else:
             raise syntax()
-        i += 2
     if client.push_handler is not None:
         raise CommandError("this connection already consumes a queue: Q.CANCEL it first")
     client.push_handler = service.start_consuming(client, queue, prefetch, visibility)
@@ -473,18 +471,13 @@ def q_redrive(client: Client, args: list[bytes]) -> Any:
     dlq = service.require(client, args[1])
     target: Queue | None = None
     count: int | None = None
-    i = 2
-    while i < len(args):
-        option = args[i].lower()
-        if i + 1 >= len(args):
-            raise syntax()
+    for option, value in _options(args):
         if option == b"to":
-            target = service.require(client, args[i + 1])
+            target = service.require(client, value)
         elif option == b"count":
-            count = _positive(args[i + 1], "COUNT", 1 << 62)
+            count = _positive(value, "COUNT", 1 << 62)
         else:
             raise syntax()
-        i += 2
     moved = 0
     while count is None or moved < count:
         batch = 1000 if count is None else min(1000, count - moved)

@@ -30,7 +30,6 @@ the deliver op (one per Q.POP call or push) that handed the message out.
 
 from __future__ import annotations
 
-import dataclasses
 import heapq
 from collections.abc import Iterable
 from dataclasses import dataclass
@@ -43,7 +42,6 @@ if TYPE_CHECKING:
     from narad.log import Record
 
 VISIBLE, IN_FLIGHT, DELAYED = 0, 1, 2
-STATE_NAMES = ("visible", "in_flight", "delayed")
 MAX_VISIBILITY_MS = 12 * 3600 * 1000
 MAX_RECEIVES = (1 << 20) - 1  # the receive count stops here (it has 20 bits)
 _OFFSET_BITS = 40  # in timer entries
@@ -147,7 +145,6 @@ class Queue:
         # Not durable: push-mode consumers (narad/queues/push.py) and what they hold.
         self.consumers: list[Any] = []
         self.holder: dict[int, Any] = {}  # offset -> the push consumer it was pushed to
-        self.waiting = False  # blocked Q.POP clients may wait on it (the server knows)
 
     # -- choosing what to deliver (no op: the caller logs a deliver op) ---------------
 
@@ -531,6 +528,3 @@ def _apply_subpos(stream: Stream, op: list[Any]) -> None:
     if sub is not None:
         sub.next, sub.hint_data_offset = next_offset, data_offset
 
-
-def with_settings(settings: Settings, **changes: Any) -> Settings:
-    return dataclasses.replace(settings, **changes)
