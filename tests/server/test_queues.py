@@ -509,3 +509,17 @@ def test_push_validates_every_payload_before_appending(r: redis.Redis, q: bytes)
     assert r.xlen(q) == 1  # a refused batch appends nothing, not even its valid part
     assert error(r, "Q.PUSH", q, "DEDUP", "k", "[]").startswith("SCHEMA ")
     assert r.execute_command("Q.PUSH", q, "DEDUP", "k", '{"n": 4}') != b""
+
+
+def test_pop_block_is_woken_by_redrive(server: NaradProcess, r: redis.Redis) -> None:
+    r.execute_command("Q.CREATE", "wake-dead")
+    r.execute_command("Q.CREATE", "wake-src", "MAXRECEIVES", 1, "DLQ", "wake-dead")
+    r.execute_command("Q.PUSH", "wake-src", "m")
+    [m] = pop(r, b"wake-src")
+    r.execute_command("Q.NACK", "wake-src", m[b"receipt"])  # dead-lettered at once
+    waiter = server.client().connection_pool.get_connection()
+    waiter.send_command("Q.POP", "wake-src", "BLOCK", 5000)
+    wait_until(lambda: stats(r, b"wake-src")[b"consumers"] == 1)
+    assert r.execute_command("Q.REDRIVE", "wake-dead") == 1
+    [back] = waiter.read_response()
+    assert back[b"payload"] == b"m" and back[b"receives"] == 1
