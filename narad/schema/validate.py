@@ -257,7 +257,11 @@ def _fast_rust(cls: Any, schema: Schema, doc: Document) -> tuple[Any, bool]:
     rewrites: dict[int, str] = {}
     native_patterns = True
     uses_multiple_of = False
+    seen: set[int] = set()
     for node in _dicts(schema):
+        if id(node) in seen:  # one object in two places (built in Python): no rewriting
+            native_patterns = False
+        seen.add(id(node))
         if id(node) in node_ids and "multipleOf" in node:
             uses_multiple_of = True
         pattern = node.get("pattern")

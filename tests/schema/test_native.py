@@ -223,3 +223,11 @@ def test_lone_surrogates_are_judged_by_jsonschema(schema: Any) -> None:
         assert validator.is_valid(doc) is expected, (schema, doc)
         error = validator.first_error(doc)
         assert (error is None) is expected, (schema, doc)
+
+
+def test_a_shared_object_is_not_rewritten() -> None:
+    node = {"pattern": "^x$"}
+    schema = {"properties": {"a": node}, "enum": [{"a": "x"}, {"a": node}]}
+    validator = compile(schema)
+    assert not validator.native_patterns
+    assert validator.is_valid({"a": node}) is reference_validator(schema).is_valid({"a": node})
