@@ -1,5 +1,6 @@
 """Validating a realistic 10-field order document, per backend, and the JSON parse
-that Q.PUSH adds in front of it.
+that Q.PUSH adds in front of it (the standard library's and msgspec's, which Q.PUSH
+tries first), and the whole per-payload check.
 
 python -m pytest bench/bench_schema.py --benchmark-only
 """
@@ -13,6 +14,7 @@ from typing import Any
 import pytest
 
 from narad.schema import compile, validate_payload
+from narad.schema.payload import UNSURE, fast_parse
 from narad.schema.validate import HAVE_RUST, reference_validator
 
 ORDER_SCHEMA: dict[str, Any] = {
@@ -89,6 +91,11 @@ def test_validate_order(benchmark, backend: str) -> None:  # type: ignore[no-unt
 
 def test_parse_order_json(benchmark) -> None:  # type: ignore[no-untyped-def]
     assert benchmark(json.loads, PAYLOAD) == ORDER
+
+
+def test_fast_parse_order_json(benchmark) -> None:  # type: ignore[no-untyped-def]
+    assert fast_parse(PAYLOAD) is not UNSURE
+    assert benchmark(fast_parse, PAYLOAD) == ORDER
 
 
 def test_validate_payload_order(benchmark) -> None:  # type: ignore[no-untyped-def]

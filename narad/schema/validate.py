@@ -14,6 +14,14 @@ Owns what a valid schema is and which documents a schema accepts:
   regexes jsonschema-rs would run with its own engine) use jsonschema itself. Without
   jsonschema-rs installed every schema uses jsonschema. tests/schema prove the
   equivalence.
+- Verdicts (`is_valid`, the produce path) come from a second jsonschema-rs validator
+  that skips Python where that is proven not to matter: `pattern`s of the subset in
+  native.py run in Rust's regex engine (rewritten to keep `re`'s meaning), and a
+  Python keyword is registered only when the schema uses it (any registered keyword
+  makes jsonschema-rs copy the whole document first). Explanations (`first_error`)
+  always come from the first validator, so every error text stays as it was.
+- A string jsonschema-rs cannot take (a lone surrogate, which JSON's `\ud800` escape
+  can produce) is judged by jsonschema itself.
 
 It never parses produced payloads (payload.py) and never compares schemas (compat.py).
 """
@@ -22,7 +30,7 @@ from __future__ import annotations
 
 import json
 import re
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from fractions import Fraction
 from typing import Any, Literal
 
@@ -33,6 +41,7 @@ from jsonschema.protocols import (  # type: ignore[import-untyped, unused-ignore
     Validator as ReferenceValidator,
 )
 
+from narad.schema import native
 from narad.schema._document import (
     DRAFT_07,
     Document,
@@ -133,10 +142,13 @@ def _kind(value: object) -> str:
 class Validator:
     """One compiled schema version; immutable, safe to share between tasks.
 
-    `is_valid` is the hot path; `first_error` explains a refusal.
+    `is_valid` is the hot path; `first_error` explains a refusal. `verdict` is
+    `is_valid` without its safety net: the same answer, but it may raise ValueError
+    for a document the backend cannot take (the caller then asks `is_valid`).
     """
 
-    __slots__ = ("_first_error", "backend", "draft", "is_valid", "schema")
+    __slots__ = ("_first_error", "backend", "draft", "is_valid", "native_patterns", "schema",
+                 "verdict")
 
     def __init__(
         self,
@@ -145,12 +157,16 @@ class Validator:
         backend: str,
         is_valid: Callable[[object], bool],
         first_error: Callable[[object], Violation | None],
+        verdict: Callable[[object], bool] | None = None,
+        native_patterns: bool = False,
     ) -> None:
         self.schema = schema
         self.draft = draft
         self.backend = backend  # "rust" or "reference"
         self.is_valid = is_valid
         self._first_error = first_error
+        self.verdict = verdict or is_valid
+        self.native_patterns = native_patterns  # `pattern`s run in Rust's regex engine
 
     def first_error(self, instance: object) -> Violation | None:
         """None when `instance` is valid, else (JSON path, reason) of one violation."""
@@ -165,7 +181,7 @@ def compile(schema: Schema, backend: Backend = "auto") -> Validator:
     """Check `schema` (SchemaError if invalid) and build its validator once."""
     doc = check(schema)
     if backend == "rust" or (backend == "auto" and rust_fits(doc)):
-        return _rust(schema, doc.draft)
+        return _rust(schema, doc)
     return _reference(schema, doc.draft)
 
 
@@ -193,24 +209,16 @@ def _reference(schema: Schema, draft: Draft) -> Validator:
     impl = reference_validator(schema, draft)
 
     def is_valid(instance: object) -> bool:
-        try:
-            return bool(impl.is_valid(instance))
-        except RecursionError:
-            return False
+        return _reference_is_valid(impl, instance)
 
     def first_error(instance: object) -> Violation | None:
-        try:
-            error = jsonschema.exceptions.best_match(impl.iter_errors(instance))
-        except RecursionError:
-            return "$", "document nested too deeply to validate"
-        if error is None:
-            return None
-        return json_path(tuple(error.absolute_path)), clip(error.message)
+        return _reference_first_error(impl, instance)
 
     return Validator(schema, draft, "reference", is_valid, first_error)
 
 
-def _rust(schema: Schema, draft: Draft) -> Validator:
+def _rust(schema: Schema, doc: Document) -> Validator:
+    draft = doc.draft
     cls = jsonschema_rs.Draft7Validator if draft == DRAFT_07 else (
         jsonschema_rs.Draft202012Validator)
     impl = cls(
@@ -219,14 +227,124 @@ def _rust(schema: Schema, draft: Draft) -> Validator:
         keywords={"pattern": _Pattern, "multipleOf": _MultipleOf},
         retriever=_refuse_fetch,
     )
+    fast, native_patterns = _fast_rust(cls, schema, doc)
+    reference = _Lazy(lambda: reference_validator(schema, draft))
+
+    def is_valid(instance: object) -> bool:
+        try:
+            return bool(fast.is_valid(instance))
+        except UnicodeEncodeError:  # a lone surrogate: Rust strings cannot hold one
+            return _reference_is_valid(reference.get(), instance)
 
     def first_error(instance: object) -> Violation | None:
-        error = next(iter(impl.iter_errors(instance)), None)
+        try:
+            error = next(iter(impl.iter_errors(instance)), None)
+        except UnicodeEncodeError:
+            return _reference_first_error(reference.get(), instance)
         if error is None:
             return None
         return json_path(tuple(error.instance_path)), clip(error.message)
 
-    return Validator(schema, draft, "rust", impl.is_valid, first_error)
+    return Validator(schema, draft, "rust", is_valid, first_error, fast.is_valid,
+                     native_patterns)
+
+
+def _fast_rust(cls: Any, schema: Schema, doc: Document) -> tuple[Any, bool]:
+    """The verdict-only twin of `_rust`'s validator: native `pattern`s where native.py
+    proves them equal to `re.search`, Python keywords only where the schema uses them.
+    Returns (validator, whether its patterns are native)."""
+    node_ids = {id(node) for _, node in doc.nodes if isinstance(node, dict)}
+    rewrites: dict[int, str] = {}
+    native_patterns = True
+    uses_multiple_of = False
+    seen: set[int] = set()
+    for node in _dicts(schema):
+        if id(node) in seen:  # one object in two places (built in Python): no rewriting
+            native_patterns = False
+        seen.add(id(node))
+        if id(node) in node_ids and "multipleOf" in node:
+            uses_multiple_of = True
+        pattern = node.get("pattern")
+        if not isinstance(pattern, str):
+            continue
+        translated = native.translate(pattern) if id(node) in node_ids else None
+        if translated is None:  # outside the subset, or "pattern" in a non-schema place
+            native_patterns = False
+        else:
+            rewrites[id(node)] = translated
+    keywords: dict[str, Any] = {}
+    if uses_multiple_of:
+        keywords["multipleOf"] = _MultipleOf
+    if not native_patterns:
+        keywords["pattern"] = _Pattern
+    options: dict[str, Any] = {"validate_formats": False, "retriever": _refuse_fetch}
+    if keywords:
+        options["keywords"] = keywords
+    if native_patterns and rewrites:
+        try:
+            return cls(_with_patterns(schema, rewrites), **options,
+                       pattern_options=jsonschema_rs.RegexOptions()), True
+        except Exception:  # a pattern Rust's engine refuses: keep Python's `re`
+            keywords["pattern"] = _Pattern
+            options["keywords"] = keywords
+            return cls(schema, **options), False
+    return cls(schema, **options), False
+
+
+def _dicts(value: object) -> Iterator[dict[str, Any]]:
+    """Every object anywhere in a JSON value (schema positions or not)."""
+    stack = [value]
+    while stack:
+        item = stack.pop()
+        if isinstance(item, dict):
+            yield item
+            stack.extend(item.values())
+        elif isinstance(item, list):
+            stack.extend(item)
+
+
+def _with_patterns(value: Any, rewrites: dict[int, str]) -> Any:
+    """A copy of `value` whose objects named in `rewrites` (by id) get that `pattern`."""
+    if isinstance(value, dict):
+        out = {key: _with_patterns(item, rewrites) for key, item in value.items()}
+        if id(value) in rewrites:
+            out["pattern"] = rewrites[id(value)]
+        return out
+    if isinstance(value, list):
+        return [_with_patterns(item, rewrites) for item in value]
+    return value
+
+
+class _Lazy:
+    """A value built on first use (the reference validator is rarely needed)."""
+
+    __slots__ = ("_make", "_value")
+
+    def __init__(self, make: Callable[[], Any]) -> None:
+        self._make = make
+        self._value: Any = None
+
+    def get(self) -> Any:
+        if self._value is None:
+            self._value = self._make()
+        return self._value
+
+
+def _reference_is_valid(impl: ReferenceValidator, instance: object) -> bool:
+    try:
+        return bool(impl.is_valid(instance))
+    except RecursionError:
+        return False
+
+
+def _reference_first_error(impl: ReferenceValidator, instance: object) -> Violation | None:
+    try:
+        error = jsonschema.exceptions.best_match(impl.iter_errors(instance))
+    except RecursionError:
+        return "$", "document nested too deeply to validate"
+    if error is None:
+        return None
+    return json_path(tuple(error.absolute_path)), clip(error.message)
 
 
 def _refuse_fetch(uri: str) -> Any:

@@ -647,3 +647,27 @@ def test_pipelined_xadds_are_each_validated(shared_narad: NaradProcess) -> None:
     replies = pipe.execute(raise_on_error=False)
     assert isinstance(replies[1], redis.ResponseError) and str(replies[1]).startswith("SCHEMA")
     assert [f[b"n"] for _, f in r.xrange("pipe-schema")] == [b"1", b"2", b"3"]
+
+
+def test_patterns_keep_pythons_meaning_and_lone_surrogates_are_judged(conn: Raw, key: str) -> None:
+    """`$` matches before one final newline (Python's `re`), whichever engine runs the
+    pattern; a JSON string with a lone surrogate is judged, not an internal error."""
+    schema = {"type": "object", "properties": {
+        "sku": {"type": "string", "pattern": "^[A-Z]+-[0-9]+$"},
+        "note": {"type": "string", "maxLength": 2}}}
+    q(conn, "SET", key, json.dumps(schema))
+    assert isinstance(conn.call("XADD", key, "*", "sku", "B-2\n"), bytes)
+    reply = conn.call("XADD", key, "*", "sku", "B-2\n\n")
+    assert reply == err("SCHEMA $.sku: 'B-2\\n\\n' does not match '^[A-Z]+-[0-9]+$' (version 1)")
+    queue = f"{key}:q"
+    assert conn.call("Q.CREATE", queue) == b"OK"
+    try:
+        q(conn, "SET", queue, json.dumps(schema))
+        assert isinstance(conn.call("Q.PUSH", queue, '{"note": "\\ud800"}'), bytes)
+        reply = conn.call("Q.PUSH", queue, '{"note": "\\ud800\\ud800\\ud800"}')
+        assert reply[0] == "error" and reply[1].startswith("SCHEMA $.note: "), reply
+        assert reply[1].endswith("is too long (version 1)"), reply
+        assert isinstance(conn.call("Q.PUSH", queue, '{"sku": "A-1\\n"}'), bytes)
+        assert conn.call("PING") in ("PONG", b"PONG")
+    finally:
+        conn.call("DEL", queue)
