@@ -29,8 +29,7 @@ from narad import errors
 from narad.commands.table import LOOKUP, RUN_REPLY_BYTES_MAX, Command, all_commands
 from narad.config import Config
 from narad.errors import CommandError
-from narad.log import FsyncPolicy, LogFailed
-from narad.log.flusher import SyncPipeline
+from narad.log import LogFailed
 from narad.queues.service import QueueService
 from narad.resp import (
     NULL_ARRAY,
@@ -118,10 +117,6 @@ class Server:
         self.output_limit_bytes = 0
         self._set_output_limit(config["client-output-buffer-limit"])
         config.on_change("client-output-buffer-limit", self._set_output_limit)
-        # Under `fsync always`, fsyncs run on a thread and replies wait in _held,
-        # (ticket, [(client, bytes)]) in ticket order, until their ticket is durable.
-        self.pipeline: SyncPipeline | None = None
-        self._held: deque[tuple[int, list[tuple[Client, bytearray]]]] = deque()
 
     def _set_output_limit(self, value: object) -> None:
         self.output_limit_bytes = int(getattr(value, "normal_hard_bytes", 0))
@@ -145,48 +140,24 @@ class Server:
         if queues.to_serve or queues.subscribed:
             queues.serve()
         self.serve_signaled()
-        written, failed = self.store.group_commit.write_noted()
+        group_commit = self.store.group_commit
+        written, failed = group_commit.write_noted()
         writers, self._writers = self._writers, {}
-        pipeline = self.pipeline
         if written:
             self.store.last_commit_s = int(time.time())
-            if pipeline is not None:
-                if pipeline.in_flight or len(self.clients) > 1:
-                    pipeline.submit(written)
-                else:
-                    # One connection: nothing else can be served during the fsync,
-                    # and an fsync right here answers sooner than a thread hop.
-                    failed = self.store.group_commit.sync_logs(written) or failed
+            # Under `fsync always` the fsync runs right here, on the loop, as Redis
+            # does before it sleeps: requests that arrive meanwhile wait in the
+            # sockets and make the next batch larger. (An fsync thread let the loop
+            # go on, but its hand-offs and wake-ups cost more CPU per message than
+            # they saved: bench/README.md.)
+            failed = group_commit.sync_logs(written) or failed
         if failed is not None:
             self._drop_replies(list(writers), str(failed))
-            return
-        if pipeline is not None and pipeline.in_flight:
-            held = []
-            for client in writers:
-                held.append((client, client.out))
-                client.out = bytearray()
-                client.held += 1
-            self._held.append((pipeline.issued, held))
             return
         for client in writers:
             client.send()
         self.store.remove_doomed()
-
-    def _synced(self, ticket: int, failure: str | None) -> None:
-        """The fsync thread made everything up to `ticket` durable (or failed)."""
-        assert self.pipeline is not None
-        self.pipeline.done(ticket)
-        held = self._held
-        while held and held[0][0] <= ticket:
-            _, outputs = held.popleft()
-            for client, data in outputs:
-                client.held -= 1
-                if failure is None:
-                    client.write(data)
-            if failure is not None:
-                self._drop_replies([client for client, _ in outputs], failure)
-        self.store.remove_doomed()
-        if self.queues.subscribed:  # what became durable may now be copied
+        if written and self.queues.subscribed:  # what became durable may now be copied
             self.schedule_flush()
 
     def _drop_replies(self, clients: list[Client], why: str) -> None:
@@ -453,8 +424,6 @@ class Server:
         self.shutdown_requested = asyncio.Event()
         self.store.open(self)
         self.queues.opened()
-        if self.store.policy is FsyncPolicy.ALWAYS:
-            self.pipeline = SyncPipeline(self.loop, self._synced, self.store.group_commit.sync_logs)
         servers = []
         port = int(self.config["port"])  # type: ignore[call-overload]
         for host in str(self.config["bind"]).split():
@@ -482,12 +451,6 @@ class Server:
             for srv in servers:
                 srv.close()
             self._flush()
-            for _ in range(10_000):  # let the last replies go out once durable
-                if self.pipeline is None or not self.pipeline.in_flight:
-                    break
-                await asyncio.sleep(0.001)
-            if self.pipeline is not None:
-                self.pipeline.close()
             for client in list(self.clients.values()):
                 client.close()
             self.store.close()
@@ -549,7 +512,6 @@ class Client(asyncio.Protocol):
         )
         self.queue: deque[list[bytes]] = deque()  # parsed commands not yet run
         self.out = bytearray()  # replies not yet released by the commit barrier
-        self.held = 0  # released chunks still waiting for an fsync (narad/log/flusher.py)
         self.multi: list[list[bytes]] | None = None
         self.multi_failed = False
         self.in_exec = False
@@ -722,7 +684,7 @@ class Client(asyncio.Protocol):
                 logger.warning("closing client %s: output buffer limit reached", self.addr)
                 transport.abort()
                 return
-        if self.closing and not self.held and not self.out:
+        if self.closing and not self.out:
             transport.close()
 
     def close_after_reply(self) -> None:

@@ -12,6 +12,14 @@ from libc.string cimport memcpy
 
 cdef extern from "crc32c.h":
     uint32_t narad_crc32c(const uint8_t *p, size_t n) nogil
+    uint32_t narad_crc32c_update(uint32_t crc, const uint8_t *p, size_t n) nogil
+
+def crc32c(const uint8_t[::1] data, uint32_t value=0):
+    """CRC32C of `data` continuing `value`, as the crc32c package's crc32c(data, value)."""
+    if data.shape[0] == 0:
+        return value
+    return narad_crc32c_update(value, &data[0], <size_t>data.shape[0])
+
 
 from narad.log.format import (
     FORMAT_VERSION,

@@ -54,15 +54,21 @@ static uint32_t narad_crc32c_hw64(uint32_t crc, const uint8_t *p, size_t n) {
 }
 #endif
 
-/* CRC32C of n bytes at p (a fresh checksum, not a continuation). */
-static uint32_t narad_crc32c(const uint8_t *p, size_t n) {
+/* CRC32C of n bytes at p, continuing the checksum `crc` of the bytes before them
+   (0 for a fresh checksum), as the crc32c package's crc32c(data, crc). */
+static uint32_t narad_crc32c_update(uint32_t crc, const uint8_t *p, size_t n) {
     if (!narad_crc32c_ready)
         narad_crc32c_init();
 #if defined(__x86_64__) && (defined(__GNUC__) || defined(__clang__))
     if (narad_crc32c_hw)
-        return ~narad_crc32c_hw64(0xFFFFFFFFu, p, n);
+        return ~narad_crc32c_hw64(~crc, p, n);
 #endif
-    return ~narad_crc32c_sw(0xFFFFFFFFu, p, n);
+    return ~narad_crc32c_sw(~crc, p, n);
+}
+
+/* CRC32C of n bytes at p (a fresh checksum, not a continuation). */
+static uint32_t narad_crc32c(const uint8_t *p, size_t n) {
+    return narad_crc32c_update(0, p, n);
 }
 
 #endif

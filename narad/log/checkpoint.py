@@ -12,7 +12,7 @@ from __future__ import annotations
 import os
 from pathlib import Path
 
-from crc32c import crc32c
+from narad.log.format import crc32c
 
 TEMP_SUFFIX = ".tmp"
 

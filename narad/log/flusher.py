@@ -20,7 +20,6 @@ import asyncio
 import logging
 import queue
 import threading
-from collections.abc import Callable
 from dataclasses import dataclass
 
 from narad.log.log import FsyncPolicy, Log, LogFailed
@@ -28,6 +27,15 @@ from narad.log.log import FsyncPolicy, Log, LogFailed
 logger = logging.getLogger("narad.log")
 
 EVERYSEC_INTERVAL_S = 1.0
+SYNC_HELPERS_MAX = 3  # threads fsyncing the other logs of one commit (`always`)
+
+
+def _sync_one(log: Log) -> bool | LogFailed:
+    """Fsync `log`: whether an fsync was issued, or the failure."""
+    try:
+        return log.sync()
+    except LogFailed as exc:
+        return exc
 
 
 @dataclass
@@ -47,6 +55,10 @@ class GroupCommit:
         self._unsynced_lock = threading.Lock()
         self._stop = threading.Event()
         self._thread: threading.Thread | None = None
+        # `always`: helper threads that fsync the other logs of a commit (sync_logs).
+        self._jobs: queue.SimpleQueue[Log | None] = queue.SimpleQueue()
+        self._helped: queue.SimpleQueue[bool | LogFailed] = queue.SimpleQueue()
+        self._helpers: list[threading.Thread] = []
         if policy is FsyncPolicy.EVERYSEC:
             self._thread = threading.Thread(target=self._everysec, name="narad-fsync", daemon=True)
             self._thread.start()
@@ -75,7 +87,7 @@ class GroupCommit:
     def write_noted(self) -> tuple[list[Log], LogFailed | None]:
         """The first half of a commit: one write per noted log. Returns the logs
         written and the first failure. Under `always` the caller must still make
-        them durable (`commit` does so inline, SyncPipeline on its thread)."""
+        them durable (`commit` and the server's commit do so with `sync_logs`)."""
         logs = list(self._dirty)
         self._dirty.clear()
         failed: LogFailed | None = None
@@ -97,18 +109,57 @@ class GroupCommit:
         return written, failed
 
     def sync_logs(self, logs: list[Log]) -> LogFailed | None:
-        """The second half of an inline commit under `always`: fsync `logs`; the
-        first failure, if any (the other logs are still fsynced)."""
-        if self.policy is not FsyncPolicy.ALWAYS:
+        """The second half of a commit under `always`: fsync `logs`; the first
+        failure, if any (the other logs are still fsynced).
+
+        The logs are fsynced concurrently: the caller takes the first, helper threads
+        the others (a queue's commit touches its data log and its state log), so the
+        filesystem can carry them in one journal commit instead of one after the
+        other. The caller also takes any log no helper has picked up yet."""
+        if self.policy is not FsyncPolicy.ALWAYS or not logs:
             return None
-        failed: LogFailed | None = None
-        for log in logs:
+        if len(logs) == 1:
             try:
-                if log.sync():
+                if logs[0].sync():
                     self.stats.fsyncs += 1
             except LogFailed as exc:
-                failed = failed or exc
+                return exc
+            return None
+        jobs = self._jobs
+        while len(self._helpers) < min(len(logs) - 1, SYNC_HELPERS_MAX):
+            helper = threading.Thread(target=self._help, name="narad-fsync", daemon=True)
+            helper.start()
+            self._helpers.append(helper)
+        for log in logs[1:]:
+            jobs.put(log)
+        outcomes: list[bool | LogFailed] = [_sync_one(logs[0])]
+        helped = len(logs) - 1
+        while True:  # what the helpers have not started, the caller does
+            try:
+                left = jobs.get_nowait()
+            except queue.Empty:
+                break
+            if left is None:  # a helper's stop signal (close): leave it for them
+                jobs.put(None)
+                break
+            outcomes.append(_sync_one(left))
+            helped -= 1
+        outcomes.extend(self._helped.get() for _ in range(helped))
+        failed: LogFailed | None = None
+        for outcome in outcomes:
+            if outcome is True:
+                self.stats.fsyncs += 1
+            elif isinstance(outcome, LogFailed):
+                failed = failed or outcome
         return failed
+
+    def _help(self) -> None:
+        """A helper thread: fsync the logs put in `_jobs` until told to stop."""
+        while True:
+            log = self._jobs.get()
+            if log is None:
+                return
+            self._helped.put(_sync_one(log))
 
     async def flush(self, log: Log) -> None:
         """Wait until `log`'s buffered records are committed (see the module doc)."""
@@ -145,79 +196,15 @@ class GroupCommit:
                 logger.error("background fsync failed: %s", exc)
 
     def close(self) -> None:
-        """Stop the background thread after a last fsync of what it still owed."""
+        """Stop the background threads (after a last fsync of what the everysec
+        thread still owed)."""
+        for _ in self._helpers:
+            self._jobs.put(None)
+        for helper in self._helpers:
+            helper.join()
+        self._helpers.clear()
         if self._thread is not None:
             self._stop.set()
             self._thread.join()
             self._thread = None
             self.sync_written()
-
-
-class SyncPipeline:
-    """Fsyncs written logs on a thread while the event loop goes on (`fsync always`).
-
-    The loop thread writes a batch (GroupCommit.write_noted), then `submit`s the logs
-    and gets a ticket; tickets are increasing. The thread fsyncs, coalescing every
-    batch queued meanwhile into one fsync per log, then calls `on_done(ticket,
-    failure)` on the loop thread: every log of that ticket and of every earlier one
-    is durable, or `failure` says why not. So the loop keeps parsing and running
-    commands during an fsync, and each fsync carries more records.
-
-    Owned by the loop thread, except `_run`, which is the thread.
-    """
-
-    def __init__(
-        self,
-        loop: asyncio.AbstractEventLoop,
-        on_done: Callable[[int, str | None], None],
-        sync_logs: Callable[[list[Log]], LogFailed | None],
-    ) -> None:
-        self._loop = loop
-        self._on_done = on_done
-        self._sync_logs = sync_logs  # GroupCommit.sync_logs: fsyncs and counts them
-        self._queue: queue.SimpleQueue[tuple[int, list[Log]] | None] = queue.SimpleQueue()
-        self.issued = 0  # the last ticket handed out
-        self.completed = 0  # the last ticket reported done (loop thread's view)
-        self._thread = threading.Thread(target=self._run, name="narad-fsync", daemon=True)
-        self._thread.start()
-
-    @property
-    def in_flight(self) -> bool:
-        return self.completed < self.issued
-
-    def submit(self, logs: list[Log]) -> int:
-        self.issued += 1
-        self._queue.put((self.issued, logs))
-        return self.issued
-
-    def done(self, ticket: int) -> None:
-        """Called by the owner's on_done: the loop thread's record of progress."""
-        self.completed = max(self.completed, ticket)
-
-    def _run(self) -> None:
-        stopping = False
-        while not stopping:
-            item = self._queue.get()
-            if item is None:
-                return
-            ticket, logs = item
-            batch = dict.fromkeys(logs)
-            while True:  # coalesce what queued up during the last fsync
-                try:
-                    more = self._queue.get_nowait()
-                except queue.Empty:
-                    break
-                if more is None:
-                    stopping = True
-                    break
-                ticket = more[0]
-                batch.update(dict.fromkeys(more[1]))
-            failed = self._sync_logs(list(batch))
-            failure = None if failed is None else str(failed)
-            self._loop.call_soon_threadsafe(self._on_done, ticket, failure)
-
-    def close(self) -> None:
-        """Finish what was submitted and stop the thread (its last reports may not
-        be delivered if the loop is no longer running)."""
-        self._queue.put(None)
-        self._thread.join()

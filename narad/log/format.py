@@ -12,8 +12,6 @@ import struct
 from collections.abc import Sequence
 from typing import NamedTuple
 
-from crc32c import crc32c
-
 from narad._speedups import load
 
 FORMAT_VERSION = 1
@@ -213,7 +211,12 @@ pure_decode_fields = decode_fields
 pure_encode_entries = encode_entries
 
 _twin = load("_format")
-if _twin is not None:
+if _twin is None:
+    # The twin computes CRC32C itself: the package (a few ms to import) serves
+    # the pure path only.
+    from crc32c import crc32c as crc32c
+else:
+    crc32c = _twin.crc32c
     encode_into = _twin.encode_into
     scan = _twin.scan
     encode_fields = _twin.encode_fields

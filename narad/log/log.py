@@ -48,6 +48,10 @@ START_CHECKPOINT = "start.checkpoint"
 EPOCHS_CHECKPOINT = "epochs.checkpoint"
 # A recovery scan logs its progress every this many bytes.
 PROGRESS_BYTES = 256 * 1024 * 1024
+# The active segment's index file is appended to once this many entries (of one per
+# INTERVAL_BYTES of records) are durable and not in it yet, not at every fsync: the
+# index is a cache, and an open scans the records past its last entry anyway.
+INDEX_WRITE_ENTRIES = 16
 
 
 class FsyncPolicy(enum.Enum):
@@ -477,8 +481,9 @@ class Log:
         with self._lock:
             if target > self.durable_end:
                 self.durable_end = target
-                if seg.fd >= 0:
-                    seg.index.write_new(seg.index_path, size)
+                index = seg.index
+                if seg.fd >= 0 and len(index) - index.persisted >= INDEX_WRITE_ENTRIES:
+                    index.write_new(seg.index_path, size)
         return True
 
     def roll(self) -> None:

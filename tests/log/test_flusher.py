@@ -92,3 +92,44 @@ def test_failed_log_wakes_its_waiters_with_the_error(tmp_path: Path) -> None:
         log.append(b"b", 2, 0)
     log.active.fd = -1
     log.close()
+
+
+@pytest.mark.parametrize("count", [2, 3, 6])
+def test_always_fsyncs_every_log_of_a_commit(tmp_path: Path, count: int) -> None:
+    """The logs of one commit are fsynced concurrently (the caller and helper
+    threads, more logs than helpers included): all durable when commit returns."""
+    logs = [Log.open(tmp_path / f"l{i}") for i in range(count)]
+    gc = GroupCommit(FsyncPolicy.ALWAYS)
+    try:
+        for round_ in range(1, 4):
+            for log in logs:
+                log.append(b"x" * 50, round_, 0)
+                gc.note(log)
+            assert gc.commit() == logs
+            assert [log.durable_end for log in logs] == [round_] * count
+        assert gc.stats.fsyncs == 3 * count
+    finally:
+        gc.close()
+        for log in logs:
+            log.close()
+
+
+def test_always_fsyncs_the_other_logs_when_one_fails(tmp_path: Path) -> None:
+    logs = [Log.open(tmp_path / f"l{i}") for i in range(3)]
+    gc = GroupCommit(FsyncPolicy.ALWAYS)
+    try:
+        for log in logs:
+            log.append(b"x", 1, 0)
+            gc.note(log)
+        written, failed = gc.write_noted()
+        assert failed is None and written == logs
+        os.close(logs[1].active.fd)
+        assert isinstance(gc.sync_logs(written), LogFailed)
+        assert logs[0].durable_end == logs[2].durable_end == 1
+        assert logs[1].durable_end == 0
+        assert gc.sync_logs([]) is None
+    finally:
+        gc.close()
+        logs[1].active.fd = -1
+        for log in logs:
+            log.close()

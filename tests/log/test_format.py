@@ -150,6 +150,16 @@ def test_fields_twin_and_pure_agree(fields) -> None:  # type: ignore[no-untyped-
     assert TWIN.decode_fields(encoded) == format.pure_decode_fields(encoded) == fields
 
 
+@pytest.mark.skipif(TWIN is None, reason="compiled twin not built")
+@given(st.binary(max_size=300), st.integers(min_value=0, max_value=0xFFFFFFFF))
+def test_crc32c_twin_agrees_with_the_package(data, value) -> None:  # type: ignore[no-untyped-def]
+    assert TWIN is not None
+    assert TWIN.crc32c(data) == crc32c(data)
+    assert TWIN.crc32c(data, value) == crc32c(data, value)
+    assert TWIN.crc32c(bytearray(data), value) == crc32c(data, value)
+    assert TWIN.crc32c(memoryview(data)[1:], value) == crc32c(data[1:], value)
+
+
 ENTRY_IMPLS = [pytest.param(format.pure_encode_entries, id="pure")]
 if TWIN is not None:
     ENTRY_IMPLS.append(pytest.param(TWIN.encode_entries, id="cython"))
