@@ -473,7 +473,6 @@ def test_info_counts_queues(r: redis.Redis, q: bytes) -> None:
 
 
 def test_debug_is_refused_unless_enabled(narad: NaradProcess) -> None:
-    narad.start()
     text = error(narad.client(), "DEBUG", "CLOCK")
     assert text.startswith("DEBUG command not allowed.")
 
