@@ -46,6 +46,7 @@ def _clip(arg: bytes, limit: int = 128) -> str:
 SYNTAX = "syntax error"
 NOT_INTEGER = "value is not an integer or out of range"
 INVALID_STREAM_ID = "Invalid stream ID specified as stream command argument"
+IDS_EXHAUSTED = "The stream has exhausted the last possible ID, unable to add more items"
 WRONGTYPE = CommandError("Operation against a key holding the wrong kind of value", "WRONGTYPE")
 NOAUTH = CommandError("Authentication required.", "NOAUTH")
 WRONGPASS = CommandError("invalid username-password pair or user is disabled.", "WRONGPASS")

@@ -94,7 +94,7 @@ class Server:
     def __init__(self, config: Config) -> None:
         self.config = config
         self.store = Store(config)
-        self.store.on_touch = self.key_touched
+        self.store.on_touch = self.key_written
         self.queues = QueueService(self)
         self.store.on_delete = self.queues.dropped
         self.clients: dict[int, Client] = {}

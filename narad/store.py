@@ -81,7 +81,7 @@ class Store:
         start = time.monotonic()
         self.root.mkdir(parents=True, exist_ok=True)
         self._lock()
-        self.meta = Log.open(self.root / "meta", self._log_config(STATE_SEGMENT_BYTES))
+        self.meta = Log.open(self.root / "meta", self.log_config(STATE_SEGMENT_BYTES))
         self.schemas.loading()
         names = self._replay_meta()
         self.schemas.loaded()
@@ -104,7 +104,7 @@ class Store:
             raise DataDirBusy(f"another Narad server is using {self.root}") from None
         self._lock_fd = fd
 
-    def _log_config(self, segment_bytes: int | None = None) -> LogConfig:
+    def log_config(self, segment_bytes: int | None = None) -> LogConfig:
         c = self.config
         return LogConfig(
             segment_bytes=segment_bytes or int(c["segment-bytes"]),  # type: ignore[call-overload]
@@ -154,8 +154,8 @@ class Store:
         stream = Stream(
             uid,
             self.root / "streams" / str(uid),
-            self._log_config(),
-            self._log_config(STATE_SEGMENT_BYTES),
+            self.log_config(),
+            self.log_config(STATE_SEGMENT_BYTES),
             self.group_commit.note,
         )
         stream.node_entries = int(self.config["stream-node-max-entries"]) or 100  # type: ignore[call-overload]

@@ -27,7 +27,6 @@ def _delete(client: Client, keys: list[bytes]) -> int:
     for key in keys:
         if store.delete(client.db, key):
             removed += 1
-            client.server.signal_key(client.db, key)
     return removed
 
 
@@ -268,8 +267,6 @@ def _rename(client: Client, src: bytes, dst: bytes, nx: bool) -> bool:
     if nx and store.get(client.db, dst) is not None:
         return False
     store.rename(client.db, src, dst)
-    client.server.signal_key(client.db, src)
-    client.server.signal_key(client.db, dst)
     return True
 
 
@@ -310,7 +307,6 @@ def _flush(client: Client, db: int) -> None:
     # Each delete tells the key's WATCHers (Redis too only spoils keys that existed).
     for key in list(store.dbs[db]):
         store.delete(db, key)
-        client.server.signal_key(db, key)
 
 
 def db_index(client: Client, arg: bytes) -> int:

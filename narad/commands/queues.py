@@ -130,7 +130,6 @@ def q_drop(client: Client, args: list[bytes]) -> Any:
     if client.server.queues.get(client.db, args[1]) is None:
         return 0
     client.server.store.delete(client.db, args[1])
-    client.server.key_written(client.db, args[1])
     return 1
 
 
@@ -225,7 +224,7 @@ def q_push(client: Client, args: list[bytes]) -> Any:
     check_payloads(client, queue.stream, payloads)
     stream = queue.stream
     first_offset = stream.data.next_offset
-    sids = [service.append(stream, [b"payload", payload]) for payload in payloads]
+    sids = service.append(stream, [[b"payload", payload] for payload in payloads])
     if delay:
         due = now + delay
         stream.log_op(["q.delay", due, list(range(first_offset, stream.data.next_offset))])
@@ -233,7 +232,6 @@ def q_push(client: Client, args: list[bytes]) -> Any:
     if dedup is not None:
         stream.log_op(["q.dedup", dedup, pack_id(sids[0]), now + settings.dedupwindow])
         service.arm(now + settings.dedupwindow)
-    service.written(stream)
     if len(sids) == 1:
         return ids.fmt(sids[0])
     return [ids.fmt(sid) for sid in sids]

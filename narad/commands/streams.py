@@ -15,7 +15,7 @@ from typing import TYPE_CHECKING, Any
 from narad.commands.args import parse_int, parse_timeout_ms
 from narad.commands.schema import check_entry
 from narad.commands.table import COMMANDS, command
-from narad.errors import CommandError, syntax, wrong_arity
+from narad.errors import IDS_EXHAUSTED, CommandError, syntax, wrong_arity
 from narad.resp import NullArray
 from narad.resp.encoder import encode_ids_into
 from narad.streams import ids
@@ -157,9 +157,7 @@ def xadd(client: Client, args: list[bytes]) -> Any:
         stream = store.create_stream(client.db, key)
     last = stream.last_id
     if last == ids.ID_MAX:
-        raise CommandError(
-            "The stream has exhausted the last possible ID, unable to add more items"
-        )
+        raise CommandError(IDS_EXHAUSTED)
     new_id = _new_id(last, explicit, seq_given)
     if new_id is None or new_id <= last:
         raise CommandError(
@@ -221,8 +219,7 @@ COMMANDS[b"xadd"].run = xadd_run
 
 def _new_id(last: int, explicit: int | None, seq_given: bool) -> int | None:
     if explicit is None:
-        ms = time.time_ns() // 1_000_000
-        return ms << 64 if ms > last >> 64 else ids.next_after(last)
+        return ids.next_auto(last)
     if seq_given:
         return explicit
     ms, _ = ids.split(explicit)

@@ -361,7 +361,7 @@ class Queue:
 def read_records(stream: Stream, offsets: Iterable[int]) -> list[Record]:
     """The data records at `offsets` (each present), in the order given, read in
     runs of consecutive offsets."""
-    stream._readable()
+    stream.readable()
     data = stream.data
     out: list[Record] = []
     run: list[int] = []

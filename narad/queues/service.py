@@ -9,7 +9,7 @@ committed, not because a command asked. Owned by the server, on the event loop.
   source logs it as dead. A crash between the two may leave a copy in the DLQ while
   the source still holds the message (dead-lettered twice later): never lost.
 - Fan-out: after every commit, each subscription copies the source's *committed*
-  records (durable under `fsync always`, written under `everysec` / `no`) that it
+  records (durable under `fsync always`, appended under `everysec` / `no`) that it
   has not copied yet. Each copy carries `source` and `source_id`; on open the
   position is recomputed from the copies themselves (see `recover_subscription`),
   which makes the copy exactly-once across crashes.
@@ -22,14 +22,14 @@ leave only after the commit that makes their ops durable.
 
 from __future__ import annotations
 
+import dataclasses
 import logging
-import time
 from collections.abc import Iterator
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
 from narad.clock import Clock
-from narad.errors import CommandError, no_queue
+from narad.errors import IDS_EXHAUSTED, CommandError, no_queue
 from narad.log import FLAG_ENTRY, FsyncPolicy, decode_fields
 from narad.queues.queue import (
     IN_FLIGHT,
@@ -117,10 +117,8 @@ class QueueService:
 
     def apply_settings(self, queue: Queue) -> None:
         """The settings that live in the data log's config (retention)."""
-        import dataclasses
-
         data = queue.stream.data
-        base = self.store._log_config()
+        base = self.store.log_config()
         s = queue.settings
         data.config = dataclasses.replace(
             data.config,
@@ -293,6 +291,7 @@ class QueueService:
                 )
             stream.log_op(["q.dead", 1, offsets])
             return
+        letters = []
         for rec in read_records(stream, offsets):
             t = unpack(queue.tracked[rec.offset])
             fields = without(decode_fields(rec.payload), ORIGIN_FIELDS)
@@ -302,9 +301,9 @@ class QueueService:
                 b"origin_receives", b"%d" % t.receives,
                 b"first_received_at", b"%d" % t.first_ms,
             ]  # fmt: skip
-            self.append(dlq.stream, fields)
+            letters.append(fields)
+        self.append(dlq.stream, letters)
         stream.log_op(["q.dead", 0, offsets])
-        self.wake(dlq)
 
     def redrive(self, dlq: Queue, to: Queue | None, count: int) -> int:
         """Move up to `count` visible dead letters back to their origin (or `to`)."""
@@ -328,24 +327,24 @@ class QueueService:
                     )
             moves.append((target, without(fields, ORIGIN_FIELDS)))
         for target, fields in moves:
-            self.append(target.stream, fields)
-            self.wake(target)
+            self.append(target.stream, [fields])
         if offsets or cursor != dlq.cursor:
             dlq.stream.log_op(["q.take", cursor, offsets])
         return len(offsets)
 
-    def append(self, stream: Stream, fields: list[bytes]) -> int:
-        """Append an entry with an automatic ID; its ID."""
-        last = stream.last_id
-        if last == ids.ID_MAX:
-            raise CommandError(
-                "The stream has exhausted the last possible ID, unable to add more items"
-            )
-        ms = time.time_ns() // 1_000_000
-        sid = ms << 64 if ms > last >> 64 else last + 1
-        stream.add(sid, fields)
+    def append(self, stream: Stream, entries: list[list[bytes]]) -> list[int]:
+        """Append entries with automatic IDs, all or none; their IDs. WATCHers,
+        blocked readers and push consumers of the stream are told once."""
+        if stream.last_id > ids.ID_MAX - len(entries):
+            raise CommandError(IDS_EXHAUSTED)
+        sids = []
+        for fields in entries:
+            sid = ids.next_auto(stream.last_id)
+            assert sid is not None
+            stream.add(sid, fields)
+            sids.append(sid)
         self.server.key_written(stream.db, stream.key)
-        return sid
+        return sids
 
     # -- fan-out ------------------------------------------------------------------------
 
@@ -355,7 +354,8 @@ class QueueService:
             return
         always = self.store.policy is FsyncPolicy.ALWAYS
         more = False
-        for queue in list(self.queues()):
+        subscribing = [q for q in self.queues() if q.subs]
+        for queue in subscribing:
             for sub in list(queue.subs.values()):
                 source = self.store.streams.get(sub.source)
                 if source is None:  # the source was deleted: the subscription ends
@@ -366,20 +366,20 @@ class QueueService:
                 if start >= end:
                     continue
                 records = source.data.read(start, count_max=min(end - start, FORWARD_BATCH))
-                copied = 0
+                copies = []
                 for rec in records:
-                    if rec.offset >= end:
-                        break
                     if rec.offset not in source.deleted:
                         fields = without(decode_fields(rec.payload), SOURCE_FIELDS)
                         fields += [b"source", source.key, b"source_id", ids.fmt(record_id(rec))]
-                        self.append(queue.stream, fields)
-                    copied = rec.offset + 1
-                if copied:
+                        copies.append(fields)
+                if records:
                     stream = queue.stream
+                    if copies:
+                        self.append(stream, copies)
+                    copied = records[-1].offset + 1
                     stream.log_op(["q.subpos", sub.source, copied, stream.data.next_offset])
                     more = more or copied < end
-        self.subscribed = any(q.subs for q in self.queues())
+        self.subscribed = any(q.subs for q in subscribing)
         if more:
             self.server.schedule_flush()
 

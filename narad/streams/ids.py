@@ -6,6 +6,8 @@ as plain ints and cost one object each. Parsing follows Redis 7.0's rules and te
 
 from __future__ import annotations
 
+import time
+
 from narad.errors import invalid_stream_id
 
 U64_MAX = (1 << 64) - 1
@@ -87,6 +89,13 @@ def parse_for_add(arg: bytes) -> tuple[int, bool]:
 def next_after(sid: int) -> int | None:
     """The smallest ID above `sid`, or None at the very last ID."""
     return None if sid == ID_MAX else sid + 1
+
+
+def next_auto(last: int) -> int | None:
+    """The ID `*` gives after `last`: the current millisecond with sequence 0, or
+    `last` + 1 within the same (or a later) millisecond; None at the very last ID."""
+    ms = time.time_ns() // 1_000_000
+    return ms << 64 if ms > last >> 64 else next_after(last)
 
 
 def parse_range_bound(arg: bytes, low: bool) -> int | None:

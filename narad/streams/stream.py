@@ -184,7 +184,7 @@ class Stream:
         self._note(data)
         self.last_id = sid + len(argvs) - 1
 
-    def _readable(self) -> None:
+    def readable(self) -> None:
         """Reads see appended records: put buffered ones in the file first."""
         if self.data.next_offset > self.data.written_end:
             self.data.write()
@@ -195,7 +195,7 @@ class Stream:
 
     def range_raw(self, low: int, high: int, count: int = 0) -> list[tuple[int, bytes]]:
         """`range` with each entry's payload as stored (encode_fields), not decoded."""
-        self._readable()
+        self.readable()
         data = self.data
         offset = max(data.offset_of_id(*ids.split(low)), self.start)
         deleted = self.deleted
@@ -218,7 +218,7 @@ class Stream:
 
     def revrange(self, high: int, low: int, count: int = 0) -> list[Entry]:
         """Live entries with low <= ID <= high, newest first, at most `count` (0: all)."""
-        self._readable()
+        self.readable()
         data = self.data
         out: list[Entry] = []
         offset = data.offset_of_id(*ids.split(high), after=True) - 1
@@ -239,7 +239,7 @@ class Stream:
 
     def offset_of(self, sid: int) -> int | None:
         """The offset of the live entry with ID `sid`, or None."""
-        self._readable()
+        self.readable()
         offset = self.data.offset_of_id(*ids.split(sid))
         if offset < self.start or offset in self.deleted or offset >= self.data.written_end:
             return None
@@ -264,7 +264,7 @@ class Stream:
         return found[0] if found else None
 
     def id_at(self, offset: int) -> int:
-        self._readable()
+        self.readable()
         rec = self.data.read(offset, count_max=1)
         return ids.make(rec[0].id_ms, rec[0].id_seq)
 
