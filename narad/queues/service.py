@@ -174,17 +174,25 @@ class QueueService:
         return len(offsets)
 
     def nack(self, queue: Queue, raw: bytes, delay: int) -> None:
-        offset, t = self._resolve(queue, raw, in_flight=True)
-        assert t is not None
+        offset, _ = self._resolve(queue, raw, in_flight=True)
         if delay:
             queue.stream.log_op(["q.nack", self.clock.now_ms() + delay, [offset]])
             self.arm(self.clock.now_ms() + delay)
-        elif queue._dead_on_visible(t):
-            self.dead_letter(queue, [offset])
         else:
-            queue.stream.log_op(["q.nack", 0, [offset]])
-            self.wake(queue)
+            self._release(queue, [offset])
         self._settled(queue, [offset])
+
+    def _release(self, queue: Queue, offsets: list[int]) -> None:
+        """In-flight messages given back: visible again now, or dead-lettered when
+        they were delivered MAXRECEIVES times (a failed receive, as an expiry)."""
+        dead = [o for o in offsets if queue._dead_on_visible(unpack(queue.tracked[o]))]
+        if dead:
+            self.dead_letter(queue, dead)
+        gone = set(dead)
+        rest = [o for o in offsets if o not in gone]
+        if rest:
+            queue.stream.log_op(["q.nack", 0, rest])
+            self.wake(queue)
 
     def touch(self, queue: Queue, raw: bytes, ms: int) -> None:
         offset, _ = self._resolve(queue, raw, in_flight=True)
@@ -450,13 +458,7 @@ class QueueService:
             value = queue.tracked.get(offset)
             if value is not None and unpack(value).state == IN_FLIGHT:
                 live.append(offset)
-        dead = [o for o in live if queue._dead_on_visible(unpack(queue.tracked[o]))]
-        if dead:
-            self.dead_letter(queue, dead)
-        rest = [o for o in live if o not in dead]
-        if rest:
-            queue.stream.log_op(["q.nack", 0, rest])
-            self.wake(queue)
+        self._release(queue, live)
         self.server.schedule_flush()
 
     def serve(self) -> None:
