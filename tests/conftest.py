@@ -20,6 +20,15 @@ def narad(tmp_path: Path) -> Iterator[NaradProcess]:
 
 
 @pytest.fixture(scope="module")
+def debug_narad(tmp_path_factory: pytest.TempPathFactory) -> Iterator[NaradProcess]:
+    """One server per module with DEBUG allowed, so tests can move the queue clock."""
+    server = NaradProcess(tmp_path_factory.mktemp("debug"), ["--enable-debug-command", "yes"])
+    server.start()
+    yield server
+    server.stop()
+
+
+@pytest.fixture(scope="module")
 def shared_narad(tmp_path_factory: pytest.TempPathFactory) -> Iterator[NaradProcess]:
     """One server for a module's read-mostly tests; each test uses its own keys or db."""
     server = NaradProcess(tmp_path_factory.mktemp("narad"))

@@ -18,7 +18,6 @@ The model is written from the contract, not from the implementation:
 from __future__ import annotations
 
 import itertools
-from collections.abc import Iterator
 from dataclasses import dataclass
 
 import pytest
@@ -44,11 +43,8 @@ class Message:
 
 
 @pytest.fixture(scope="module")
-def server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[NaradProcess]:
-    proc = NaradProcess(tmp_path_factory.mktemp("model"), ["--enable-debug-command", "yes"])
-    proc.start()
-    yield proc
-    proc.stop()
+def server(debug_narad: NaradProcess) -> NaradProcess:
+    return debug_narad
 
 
 class QueueModel(RuleBasedStateMachine):

@@ -19,11 +19,8 @@ _names = itertools.count()
 
 
 @pytest.fixture(scope="module")
-def server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[NaradProcess]:
-    proc = NaradProcess(tmp_path_factory.mktemp("queues"), ["--enable-debug-command", "yes"])
-    proc.start()
-    yield proc
-    proc.stop()
+def server(debug_narad: NaradProcess) -> NaradProcess:
+    return debug_narad
 
 
 @pytest.fixture
