@@ -167,6 +167,21 @@ def decode_fields(bytes payload):
 cdef uint64_t U64_MAX = 0xFFFFFFFFFFFFFFFF
 
 
+def index_ordered(const uint8_t[::1] data):
+    cdef Py_ssize_t n = data.shape[0] // 32, i
+    cdef const uint8_t* p
+    cdef const uint8_t* q
+    for i in range(1, n):
+        p = &data[(i - 1) * 32]
+        q = p + 32
+        if rd64(q) <= rd64(p) or rd64(q + 8) <= rd64(p + 8):
+            return False
+        if rd64(q + 16) < rd64(p + 16) or (
+                rd64(q + 16) == rd64(p + 16) and rd64(q + 24) < rd64(p + 24)):
+            return False
+    return True
+
+
 def encode_entries(bytearray buf, argvs, Py_ssize_t first, uint64_t offset,
                    uint64_t timestamp_ms, uint32_t epoch, int flags, uint64_t id_ms,
                    uint64_t id_seq, Py_ssize_t position, Py_ssize_t index_position,

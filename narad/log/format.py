@@ -8,6 +8,7 @@ import time unless NARAD_PURE=1.
 
 from __future__ import annotations
 
+import operator
 import struct
 from collections.abc import Sequence
 from typing import NamedTuple
@@ -202,6 +203,20 @@ def encode_entries(
     return due
 
 
+def index_ordered(data: bytes) -> bool:
+    """Whether the sparse index entries in `data` (32 bytes each: offset, position,
+    id_ms, id_seq as little-endian u64; a whole number of entries) are strictly
+    increasing in offset and position and non-decreasing in (id_ms, id_seq)."""
+    fields = struct.unpack(f"<{len(data) // 8}Q", data)
+    offsets, positions = fields[0::4], fields[1::4]
+    ids = list(zip(fields[2::4], fields[3::4], strict=True))
+    return (
+        all(map(operator.lt, offsets, offsets[1:]))
+        and all(map(operator.lt, positions, positions[1:]))
+        and all(map(operator.le, ids, ids[1:]))
+    )
+
+
 # The pure-Python functions above stay importable under these names for tests that
 # compare both paths.
 pure_encode_into = encode_into
@@ -209,6 +224,7 @@ pure_scan = scan
 pure_encode_fields = encode_fields
 pure_decode_fields = decode_fields
 pure_encode_entries = encode_entries
+pure_index_ordered = index_ordered
 
 _twin = load("_format")
 if _twin is None:
@@ -222,4 +238,5 @@ else:
     encode_fields = _twin.encode_fields
     decode_fields = _twin.decode_fields
     encode_entries = _twin.encode_entries
+    index_ordered = _twin.index_ordered
 SPEEDUPS = _twin is not None

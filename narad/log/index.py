@@ -7,11 +7,12 @@ segment when it fails. This module never reads segment files.
 
 from __future__ import annotations
 
-import itertools
 import os
 import struct
 from collections.abc import Callable
 from pathlib import Path
+
+from narad.log import format
 
 ENTRY = struct.Struct("<QQQQ")  # offset, position, id_ms, id_seq
 ENTRY_BYTES = ENTRY.size
@@ -98,15 +99,10 @@ class SparseIndex:
         data = self._data
         if len(data) % ENTRY_BYTES or not data:
             return False
-        entries = list(ENTRY.iter_unpack(data))
-        if entries[0][0] != base_offset or entries[0][1] != 0:
+        first, last = self.entry(0), self.entry(len(self) - 1)
+        if first[0] != base_offset or first[1] != 0 or last[1] >= segment_bytes:
             return False
-        if entries[-1][1] >= segment_bytes:
-            return False
-        for prev, cur in itertools.pairwise(entries):
-            if cur[0] <= prev[0] or cur[1] <= prev[1] or (cur[2], cur[3]) < (prev[2], prev[3]):
-                return False
-        return True
+        return format.index_ordered(bytes(data))
 
     # -- the index file -------------------------------------------------------------
 

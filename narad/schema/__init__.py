@@ -3,10 +3,11 @@ comparing versions, and the registry of versions per key.
 
 Pure state and computation: nothing here touches sockets or logs. The server logs the
 registry's ops in the metadata log and maps the errors of `errors.py` to replies.
+The compatibility checker, `narad.schema.compat`, is imported where it is used.
 """
 
-from narad.schema.compat import DEFAULT_MODE, Mode, Reason, accepts_superset, check, parse_mode
 from narad.schema.errors import IncompatibleError, PayloadError, SchemaError
+from narad.schema.modes import DEFAULT_MODE, Mode, parse_mode
 from narad.schema.payload import parse_json, validate_fields, validate_payload
 from narad.schema.registry import Active, Op, Registry, Subject, Version
 from narad.schema.validate import Validator, Violation, compile, load
@@ -18,15 +19,12 @@ __all__ = [
     "Mode",
     "Op",
     "PayloadError",
-    "Reason",
     "Registry",
     "SchemaError",
     "Subject",
     "Validator",
     "Version",
     "Violation",
-    "accepts_superset",
-    "check",
     "compile",
     "load",
     "parse_json",

@@ -45,7 +45,6 @@ It never validates produced documents (validate.py) and never stores versions.
 
 from __future__ import annotations
 
-import enum
 import json
 import math
 import re
@@ -67,7 +66,8 @@ from narad.schema._document import (
     Schema,
     json_path,
 )
-from narad.schema.errors import clip, unknown_mode
+from narad.schema.errors import clip
+from narad.schema.modes import DEFAULT_MODE, Mode
 from narad.schema.validate import reference_validator
 
 STEPS_MAX = 20_000  # node pairs compared per check before giving up (incompatible)
@@ -75,44 +75,8 @@ DEPTH_MAX = 150  # nesting of comparisons before giving up (incompatible)
 
 
 # ---------------------------------------------------------------------------
-# Modes and reasons
+# Reasons
 # ---------------------------------------------------------------------------
-
-
-class Mode(enum.Enum):
-    NONE = "NONE"
-    BACKWARD = "BACKWARD"
-    BACKWARD_TRANSITIVE = "BACKWARD_TRANSITIVE"
-    FORWARD = "FORWARD"
-    FORWARD_TRANSITIVE = "FORWARD_TRANSITIVE"
-    FULL = "FULL"
-    FULL_TRANSITIVE = "FULL_TRANSITIVE"
-
-    @property
-    def backward(self) -> bool:
-        return self.value.startswith(("BACKWARD", "FULL"))
-
-    @property
-    def forward(self) -> bool:
-        return self.value.startswith(("FORWARD", "FULL"))
-
-    @property
-    def transitive(self) -> bool:
-        return self.value.endswith("_TRANSITIVE")
-
-
-DEFAULT_MODE = Mode.BACKWARD
-
-
-def parse_mode(text: str | bytes | Mode) -> Mode:
-    """A mode from its name, any case; CommandError `ERR unknown compatibility mode`."""
-    if isinstance(text, Mode):
-        return text
-    name = text.decode("utf-8", "replace") if isinstance(text, bytes) else text
-    try:
-        return Mode(name.upper())
-    except ValueError:
-        raise unknown_mode(name) from None
 
 
 @dataclass(frozen=True)

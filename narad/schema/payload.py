@@ -21,6 +21,7 @@ refusal reads exactly as it always did.
 
 from __future__ import annotations
 
+import functools
 import json
 from collections.abc import Callable
 
@@ -30,12 +31,16 @@ from narad.schema.validate import Validator, Violation, refuse_constant
 
 _DECODER = json.JSONDecoder(parse_constant=refuse_constant)
 
-try:
-    import msgspec
 
-    _fast_decode: Callable[[bytes], object] | None = msgspec.json.Decoder().decode
-except ImportError:  # pragma: no cover - exercised only without the optional parser
-    _fast_decode = None
+
+@functools.cache
+def _fast_decoder() -> Callable[[bytes], object] | None:
+    """msgspec's JSON decoder, imported on the first payload parsed (~5 ms)."""
+    try:
+        import msgspec
+    except ImportError:  # pragma: no cover - exercised only without the optional parser
+        return None
+    return msgspec.json.Decoder().decode
 
 UNSURE = object()  # fast_parse: "ask the standard library"
 # The standard library's parser raises RecursionError past the interpreter's recursion
@@ -57,12 +62,13 @@ def fast_parse(data: bytes) -> object:
     first place, as in `json`. Deep nesting is left to the standard library.
     tests/schema/test_payload.py proves the equivalence.
     """
-    if _fast_decode is None:
+    decode = _fast_decoder()
+    if decode is None:
         return UNSURE
     if len(data) > 2 * NESTING_SAFE and data.count(b"[") + data.count(b"{") > NESTING_SAFE:
         return UNSURE
     try:
-        return _fast_decode(data)
+        return decode(data)
     except Exception:  # any refusal: the standard library decides and explains
         return UNSURE
 

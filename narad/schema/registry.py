@@ -36,13 +36,16 @@ import dataclasses
 import json
 from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
-from typing import Any, NamedTuple
+from typing import TYPE_CHECKING, Any, NamedTuple
 
-from narad.schema import compat, payload, validate
+from narad.schema import payload, validate
 from narad.schema._document import Schema
-from narad.schema.compat import DEFAULT_MODE, Mode, Reason, parse_mode
 from narad.schema.errors import IncompatibleError, PayloadError, SchemaError, field_changed
+from narad.schema.modes import DEFAULT_MODE, Mode, parse_mode
 from narad.schema.validate import Validator
+
+if TYPE_CHECKING:
+    from narad.schema.compat import Reason
 
 Op = list[Any]
 SET, COMPAT, DROP = "schema.set", "schema.compat", "schema.drop"
@@ -141,6 +144,8 @@ class Registry:
         schema = validate.load(text)
         chosen = parse_mode(mode) if mode is not None else self.mode(key)
         olds = [v.schema for v in self._subject_versions(key)]
+        from narad.schema import compat  # the checker loads on first use (~5 ms)
+
         return compat.check(olds, schema, chosen)
 
     # -- proposals -----------------------------------------------------------

@@ -28,18 +28,13 @@ It never parses produced payloads (payload.py) and never compares schemas (compa
 
 from __future__ import annotations
 
+import functools
+import importlib.util
 import json
 import re
 from collections.abc import Callable, Iterator
 from fractions import Fraction
-from typing import Any, Literal
-
-import jsonschema  # type: ignore[import-untyped, unused-ignore]
-import jsonschema.exceptions  # type: ignore[import-untyped, unused-ignore]
-import referencing
-from jsonschema.protocols import (  # type: ignore[import-untyped, unused-ignore]
-    Validator as ReferenceValidator,
-)
+from typing import TYPE_CHECKING, Any, Literal
 
 from narad.schema import native
 from narad.schema._document import (
@@ -53,18 +48,42 @@ from narad.schema._document import (
 )
 from narad.schema.errors import SchemaError, clip
 
-try:
-    import jsonschema_rs  # type: ignore[import-not-found, unused-ignore]
+if TYPE_CHECKING:
+    from jsonschema.protocols import (  # type: ignore[import-untyped, unused-ignore]
+        Validator as ReferenceValidator,
+    )
 
-    HAVE_RUST = True
-except ImportError:  # pragma: no cover - exercised only without the optional backend
-    HAVE_RUST = False
+# jsonschema, referencing and jsonschema-rs cost ~50 ms to import: they load on the
+# first schema compiled or checked, so a server without schemas starts without them.
+HAVE_RUST = importlib.util.find_spec("jsonschema_rs") is not None
 
 SCHEMA_BYTES_MAX = 1 << 20  # a schema text longer than this is refused
 Violation = tuple[str, str]  # (JSON path into the document, reason)
 Backend = Literal["auto", "rust", "reference"]
 
-_NO_FETCH = referencing.Registry()  # no `retrieve`: an unknown URI is unresolvable
+
+
+@functools.cache
+def _jsonschema() -> Any:
+    import jsonschema  # type: ignore[import-untyped, unused-ignore]
+    import jsonschema.exceptions  # type: ignore[import-untyped, unused-ignore]
+
+    return jsonschema
+
+
+@functools.cache
+def _jsonschema_rs() -> Any:
+    import jsonschema_rs  # type: ignore[import-not-found, unused-ignore]
+
+    return jsonschema_rs
+
+
+@functools.cache
+def _no_fetch() -> Any:
+    """A registry without `retrieve`: an unknown URI is unresolvable."""
+    import referencing
+
+    return referencing.Registry()
 
 
 # ---------------------------------------------------------------------------
@@ -105,7 +124,7 @@ def check(schema: Schema) -> Document:
 def _check_meta(schema: Schema, draft: Draft) -> None:
     cls = _reference_class(draft)
     meta = cls(cls.META_SCHEMA, format_checker=cls.FORMAT_CHECKER)
-    error = jsonschema.exceptions.best_match(meta.iter_errors(schema))
+    error = _jsonschema().exceptions.best_match(meta.iter_errors(schema))
     if error is not None:
         raise SchemaError(clip(error.message), json_path(tuple(error.absolute_path)))
 
@@ -195,10 +214,11 @@ def rust_fits(doc: Document) -> bool:
 def reference_validator(schema: Schema, draft: Draft | None = None) -> ReferenceValidator:
     """python-jsonschema's validator for `schema`: the definition of a verdict."""
     cls = _reference_class(draft or draft_of(schema))
-    return cls(schema, registry=_NO_FETCH)
+    return cls(schema, registry=_no_fetch())
 
 
 def _reference_class(draft: Draft) -> type[ReferenceValidator]:
+    jsonschema = _jsonschema()
     cls: type[ReferenceValidator] = (
         jsonschema.Draft7Validator if draft == DRAFT_07 else jsonschema.Draft202012Validator
     )
@@ -219,6 +239,7 @@ def _reference(schema: Schema, draft: Draft) -> Validator:
 
 def _rust(schema: Schema, doc: Document) -> Validator:
     draft = doc.draft
+    jsonschema_rs = _jsonschema_rs()
     cls = jsonschema_rs.Draft7Validator if draft == DRAFT_07 else (
         jsonschema_rs.Draft202012Validator)
     impl = cls(
@@ -283,7 +304,7 @@ def _fast_rust(cls: Any, schema: Schema, doc: Document) -> tuple[Any, bool]:
     if native_patterns and rewrites:
         try:
             return cls(_with_patterns(schema, rewrites), **options,
-                       pattern_options=jsonschema_rs.RegexOptions()), True
+                       pattern_options=_jsonschema_rs().RegexOptions()), True
         except Exception:  # a pattern Rust's engine refuses: keep Python's `re`
             keywords["pattern"] = _Pattern
             options["keywords"] = keywords
@@ -339,7 +360,7 @@ def _reference_is_valid(impl: ReferenceValidator, instance: object) -> bool:
 
 def _reference_first_error(impl: ReferenceValidator, instance: object) -> Violation | None:
     try:
-        error = jsonschema.exceptions.best_match(impl.iter_errors(instance))
+        error = _jsonschema().exceptions.best_match(impl.iter_errors(instance))
     except RecursionError:
         return "$", "document nested too deeply to validate"
     if error is None:

@@ -3,7 +3,9 @@ and compiled paths giving identical bytes and identical scans."""
 
 from __future__ import annotations
 
+import itertools
 import os
+import struct
 
 import pytest
 from crc32c import crc32c
@@ -148,6 +150,32 @@ def test_fields_twin_and_pure_agree(fields) -> None:  # type: ignore[no-untyped-
     encoded = format.pure_encode_fields(fields)
     assert TWIN.encode_fields(fields) == encoded
     assert TWIN.decode_fields(encoded) == format.pure_decode_fields(encoded) == fields
+
+
+# Index entries drawn near each other so that ties and near-misses are common.
+index_entry = st.tuples(*[st.sampled_from([0, 1, 2, 2**63, 2**64 - 1])] * 4)
+
+
+def _ordered_by_definition(entries: list[tuple[int, int, int, int]]) -> bool:
+    return all(
+        b[0] > a[0] and b[1] > a[1] and (b[2], b[3]) >= (a[2], a[3])
+        for a, b in itertools.pairwise(entries)
+    )
+
+
+@given(st.lists(index_entry, max_size=8))
+def test_index_ordered_is_its_definition(entries) -> None:  # type: ignore[no-untyped-def]
+    data = b"".join(struct.pack("<QQQQ", *e) for e in entries)
+    expected = _ordered_by_definition(entries)
+    assert format.pure_index_ordered(data) is expected
+    if TWIN is not None:
+        assert TWIN.index_ordered(data) is expected
+
+
+def test_index_ordered_accepts_a_real_index() -> None:
+    entries = [(i * 10, i * 4096, 1700000000000 + i // 3, i % 3) for i in range(1000)]
+    data = b"".join(struct.pack("<QQQQ", *e) for e in entries)
+    assert format.pure_index_ordered(data) and format.index_ordered(data)
 
 
 @pytest.mark.skipif(TWIN is None, reason="compiled twin not built")

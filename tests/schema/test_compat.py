@@ -10,7 +10,8 @@ from typing import Any, NamedTuple
 import pytest
 
 from narad.errors import CommandError
-from narad.schema import Mode, accepts_superset, check, parse_mode
+from narad.schema import Mode, parse_mode
+from narad.schema.compat import accepts_superset, check
 from narad.schema.validate import check as check_schema
 
 D7 = "http://json-schema.org/draft-07/schema#"

@@ -11,7 +11,8 @@ import pytest
 from hypothesis import HealthCheck, assume, given, settings
 from hypothesis import strategies as st
 
-from narad.schema import Mode, check
+from narad.schema import Mode
+from narad.schema.compat import check
 from narad.schema.validate import reference_validator
 from tests.schema.strategies import evolutions, json_values, schemas
 

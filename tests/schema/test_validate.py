@@ -5,6 +5,8 @@ equivalent on a fixed corpus and by property tests)."""
 from __future__ import annotations
 
 import json
+import subprocess
+import sys
 from typing import Any
 
 import pytest
@@ -308,3 +310,15 @@ def test_generated_documents_verdicts_equal_jsonschema(schema: Any, data: st.Dat
         except Exception:
             break
     _verdicts(schema, docs)
+
+
+def test_a_server_without_schemas_loads_no_schema_engine() -> None:
+    """jsonschema, referencing, jsonschema-rs, msgspec and the compatibility checker
+    cost ~50 ms of start-up together: they load on the first schema, not before."""
+    heavy = ["jsonschema", "referencing", "jsonschema_rs", "msgspec", "narad.schema.compat"]
+    code = (
+        "import sys, narad.commands, narad.server, narad.store\n"
+        f"print([m for m in {heavy!r} if m in sys.modules])\n"
+    )
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
+    assert out.stdout.strip() == "[]"
