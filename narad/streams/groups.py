@@ -56,7 +56,7 @@ import bisect
 import heapq
 import itertools
 import time
-from collections.abc import Iterable, Iterator
+from collections.abc import Iterator
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
@@ -67,21 +67,9 @@ from narad.streams.stream import Entry, op_handler, pack_id, unpack_id
 if TYPE_CHECKING:
     from narad.streams.stream import Stream
 
-ID_BYTES = 16
-
-
 def now_ms() -> int:
     """The wall clock in Unix ms: the one clock of consumer groups (tests patch it)."""
     return time.time_ns() // 1_000_000
-
-
-def pack_ids(sids: Iterable[int]) -> bytes:
-    return b"".join(pack_id(sid) for sid in sids)
-
-
-def unpack_ids(blob: bytes) -> list[int]:
-    assert len(blob) % ID_BYTES == 0, "an ID blob is a whole number of IDs"
-    return [unpack_id(blob[i : i + ID_BYTES]) for i in range(0, len(blob), ID_BYTES)]
 
 
 def _pack_opt(sid: int | None) -> bytes | None:
@@ -148,6 +136,11 @@ class Pel:
     def get(self, sid: int) -> PendingEntry | None:
         return self._entries.get(sid)
 
+    def pending_of(self, sids: list[int]) -> dict[int, None]:
+        """Those of `sids` that are pending, once each, in first-seen order."""
+        entries = self._entries
+        return {sid: None for sid in sids if sid in entries}
+
     def __setitem__(self, sid: int, entry: PendingEntry) -> None:
         entries = self._entries
         if sid not in entries:
@@ -166,16 +159,38 @@ class Pel:
         for sid, entry in items.items():
             self[sid] = entry
 
+    def append_run(self, sids: list[int], consumer: Consumer, delivery_ms: int) -> bool:
+        """Add a new entry (delivery count 1) for each of `sids`, increasing and all
+        above every key held (the usual delivery with `>`), in one step; False, and
+        nothing done, when they are not."""
+        keys = self._keys
+        if not sids or (keys and sids[0] <= keys[-1]):
+            return False
+        self._entries.update([(sid, PendingEntry(consumer, delivery_ms, 1)) for sid in sids])
+        keys.extend(sids)
+        return True
+
     def pop(self, sid: int, default: PendingEntry | None = None) -> PendingEntry | None:
         entry = self._entries.pop(sid, None)
         if entry is None:
             return default
         self._tombstones += 1
+        self._compact_if_due()
+        return entry
+
+    def pop_all(self, sids: list[int]) -> list[tuple[int, PendingEntry]]:
+        """Remove each of `sids` that is pending; the (ID, entry) pairs removed."""
+        pop = self._entries.pop
+        popped = [(sid, entry) for sid in sids if (entry := pop(sid, None)) is not None]
+        self._tombstones += len(popped)
+        self._compact_if_due()
+        return popped
+
+    def _compact_if_due(self) -> None:
         if self._tombstones > 64 and self._tombstones * 2 > len(self._keys):
             entries = self._entries
             self._keys = [k for k in self._keys if k in entries]
             self._tombstones = 0
-        return entry
 
     def __delitem__(self, sid: int) -> None:
         if self.pop(sid) is None:
@@ -280,12 +295,25 @@ class Group:
         entry.delivery_ms = delivery_ms
         return entry
 
+    def _give_new(self, sids: list[int], consumer: Consumer, delivery_ms: int) -> None:
+        """`_give` each of `sids` (increasing) to `consumer` with a delivery count of 1:
+        a delivery with `>`."""
+        if not self.pel.append_run(sids, consumer, delivery_ms):
+            for sid in sids:
+                self._give(sid, consumer, delivery_ms).delivery_count = 1
+            return
+        consumer.pending.update(sids)
+
     def _drop(self, sid: int) -> bool:
         entry: PendingEntry | None = self.pel.pop(sid, None)
         if entry is None:
             return False
         entry.consumer.pending.discard(sid)
         return True
+
+    def _drop_all(self, sids: list[int]) -> None:
+        for sid, entry in self.pel.pop_all(sids):
+            entry.consumer.pending.discard(sid)
 
     # -- snapshots ----------------------------------------------------------------------
 
@@ -300,7 +328,7 @@ class Group:
             pack_id(self.last_id),
             self.entries_read,
             [[c.name, c.seen_ms] for c in consumers],
-            pack_ids(pel_ids),
+            ids.pack_all(pel_ids),
             [index[id(e.consumer)] for e in entries],
             [e.delivery_ms for e in entries],
             [e.delivery_count for e in entries],
@@ -311,7 +339,7 @@ class Group:
         name, last_id, entries_read, consumers, pel_ids, owners, times, counts = raw
         group = cls(name, unpack_id(last_id), entries_read)
         table = [group._touch_consumer(cname, seen) for cname, seen in consumers]
-        sids = unpack_ids(pel_ids)
+        sids = ids.unpack_all(pel_ids)
         assert len(sids) == len(owners) == len(times) == len(counts)
         pel = {}
         for sid, owner, delivery_ms, count in zip(sids, owners, times, counts, strict=True):
@@ -372,8 +400,7 @@ def _apply_deliver(stream: Stream, op: list[Any]) -> None:
     consumer = group._touch_consumer(consumer_name, now)
     group.last_id = unpack_id(last_id)
     group.entries_read = entries_read
-    for sid in unpack_ids(blob):
-        group._give(sid, consumer, now).delivery_count = 1
+    group._give_new(ids.unpack_all(blob), consumer, now)
 
 
 @op_handler("ghistory")
@@ -381,7 +408,7 @@ def _apply_history(stream: Stream, op: list[Any]) -> None:
     _, name, consumer_name, now, blob = op
     group = _group(stream, name)
     group._touch_consumer(consumer_name, now)
-    for sid in unpack_ids(blob):
+    for sid in ids.unpack_all(blob):
         entry: PendingEntry = group.pel[sid]
         entry.delivery_ms = now
         entry.delivery_count += 1
@@ -389,9 +416,7 @@ def _apply_history(stream: Stream, op: list[Any]) -> None:
 
 @op_handler("gack")
 def _apply_ack(stream: Stream, op: list[Any]) -> None:
-    group = _group(stream, op[1])
-    for sid in unpack_ids(op[2]):
-        group._drop(sid)
+    _group(stream, op[1])._drop_all(ids.unpack_all(op[2]))
 
 
 @op_handler("gclaim")
@@ -401,9 +426,9 @@ def _apply_claim(stream: Stream, op: list[Any]) -> None:
     last_id = _unpack_opt(last)
     if last_id is not None and last_id > group.last_id:
         group.last_id = last_id
-    for sid in unpack_ids(deleted):
+    for sid in ids.unpack_all(deleted):
         group._drop(sid)
-    sids = unpack_ids(claimed)
+    sids = ids.unpack_all(claimed)
     if not sids:
         return
     consumer = group._touch_consumer(consumer_name, now)
@@ -540,12 +565,19 @@ def read_new_raw(
     if group.last_id != ids.ID_MAX:
         found = stream.range_raw(group.last_id + 1, ids.ID_MAX, count)
     last_id, entries_read = group.last_id, group.entries_read
-    if found:
-        counters = Counters.of(stream)
-        for sid, _ in found:
-            entries_read = counters.advance(entries_read, sid)
-            last_id = sid
-    delivered = b"" if noack else pack_ids(sid for sid, _ in found)
+    sids = [sid for sid, _ in found]
+    if sids:
+        deleted = stream.max_deleted_id
+        if entries_read is not None and (not deleted or sids[0] > deleted):
+            # No tombstone can lie at or after the first (Counters.has_tombstones is
+            # False for each): `advance` would add one per entry.
+            entries_read += len(sids)
+        else:
+            counters = Counters.of(stream)
+            for sid in sids:
+                entries_read = counters.advance(entries_read, sid)
+        last_id = sids[-1]
+    delivered = b"" if noack else ids.pack_all(sids)
     stream.log_op(
         ["gdeliver", group.name, consumer, now, pack_id(last_id), entries_read, delivered]
     )
@@ -567,16 +599,15 @@ def read_history(
         out.append((sid, None if entry is None else entry[1]))
         if entry is not None:
             again.append(sid)
-    stream.log_op(["ghistory", group.name, consumer, now, pack_ids(again)])
+    stream.log_op(["ghistory", group.name, consumer, now, ids.pack_all(again)])
     return out
 
 
 def ack(stream: Stream, group: Group, sids: list[int]) -> int:
     """XACK: how many of `sids` were pending (now acked)."""
-    pel = group.pel
-    acked: dict[int, None] = {sid: None for sid in sids if sid in pel}
+    acked = group.pel.pending_of(sids)
     if acked:
-        stream.log_op(["gack", group.name, pack_ids(acked)])
+        stream.log_op(["gack", group.name, ids.pack_all(acked)])
     return len(acked)
 
 
@@ -638,8 +669,8 @@ def _commit_claim(
             opts.delivery_ms,
             opts.retry_count,
             not opts.justid,
-            pack_ids(claimed),
-            pack_ids(deleted),
+            ids.pack_all(claimed),
+            ids.pack_all(deleted),
             _pack_opt(opts.last_id),
         ]
     )

@@ -7,12 +7,15 @@ as plain ints and cost one object each. Parsing follows Redis 7.0's rules and te
 from __future__ import annotations
 
 import time
+from collections.abc import Iterable
 
+from narad._speedups import load
 from narad.errors import invalid_stream_id
 
 U64_MAX = (1 << 64) - 1
 ID_MAX = (U64_MAX << 64) | U64_MAX
 SEQ_MASK = U64_MAX
+ID_BYTES = 16  # an ID stored in state-log ops and snapshots: 16 bytes, big-endian
 
 
 def make(ms: int, seq: int) -> int:
@@ -75,6 +78,19 @@ def parse_all_strict(args: list[bytes]) -> list[int]:
     return out
 
 
+def pack_all(sids: Iterable[int]) -> bytes:
+    """The IDs as one blob of ID_BYTES each, in order (state-log ops, snapshots)."""
+    return b"".join([sid.to_bytes(ID_BYTES, "big") for sid in sids])
+
+
+def unpack_all(blob: bytes) -> list[int]:
+    """The IDs of a `pack_all` blob."""
+    if len(blob) % ID_BYTES:
+        raise ValueError("an ID blob is a whole number of IDs")
+    from_bytes = int.from_bytes
+    return [from_bytes(blob[i : i + ID_BYTES], "big") for i in range(0, len(blob), ID_BYTES)]
+
+
 def parse_for_add(arg: bytes) -> tuple[int, bool]:
     """XADD's explicit ID: (ID, whether the sequence was given); `ms-*` leaves it open."""
     ms_text, sep, seq_text = arg.partition(b"-")
@@ -111,3 +127,16 @@ def parse_range_bound(arg: bytes, low: bool) -> int | None:
             return None if sid == ID_MAX else sid + 1
         return None if sid == 0 else sid - 1
     return parse(arg, 0 if low else U64_MAX)
+
+
+# The pure-Python functions stay importable under these names for the tests that
+# compare them with the compiled twin (narad/_speedups/_ids.pyx).
+pure_parse_all_strict = parse_all_strict
+pure_pack_all = pack_all
+pure_unpack_all = unpack_all
+
+_twin = load("_ids")
+if _twin is not None:
+    parse_all_strict = _twin.parse_all_strict
+    pack_all = _twin.pack_all
+    unpack_all = _twin.unpack_all

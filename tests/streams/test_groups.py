@@ -563,7 +563,7 @@ def test_pending_entry_costs_about_200_bytes(h: Harness) -> None:
     group = Group(b"g", 0, None)
     h.stream.groups[b"g"] = group
     sids = [I(1_700_000_000_000 + n, n % 7) for n in range(count)]
-    blob = groups.pack_ids(sids)
+    blob = ids.pack_all(sids)
     del sids
     gc.collect()
     tracemalloc.start()
