@@ -120,6 +120,12 @@ class Log:
         self._lock = threading.Lock()
         self.written_end = 0  # offsets below this are in the active file
         self.durable_end = 0  # offsets below this are fsynced
+        # Where the record after the last one `read` returned starts: (its offset, its
+        # segment, its byte position). A read that goes on from there (a consumer
+        # following the log) starts at that position instead of an index entry's,
+        # scanning no records before it. Positions only change by truncation, which
+        # clears it.
+        self._read_hint: tuple[int, Segment, int] | None = None
         self.start_offset = 0  # logical first offset (see start.checkpoint)
         self._epochs: list[tuple[int, int]] = []
         self._epoch = 0  # the epoch of the last entry of _epochs: what appends carry
@@ -553,6 +559,7 @@ class Log:
             checkpoint.write(self.path / START_CHECKPOINT, [f"start {offset}"])
 
     def _truncate_files(self, offset: int) -> None:
+        self._read_hint = None
         with self._lock:
             while len(self.segments) > 1 and self.active.base_offset >= offset:
                 self.segments.pop().delete()
@@ -650,6 +657,10 @@ class Log:
             if len(out) >= count_max:
                 del out[count_max:]
                 break
+        if out:
+            last = out[-1]
+            seg = self.segments[bisect.bisect_right(self._bases, last.offset) - 1]
+            self._read_hint = (last.offset + 1, seg, last.position + last.size)
         return out
 
     def _batches_from(self, offset: int, end: int, count_hint: int) -> Iterator[list[Record]]:
@@ -672,7 +683,11 @@ class Log:
         for seg in self.segments[i:]:
             if seg.base_offset >= end:
                 return
-            position = seg.checked_entry(max(seg.index.floor_offset(offset), 0))[1]
+            hint = self._read_hint
+            if hint is not None and hint[0] == offset and hint[1] is seg:
+                position = hint[2]
+            else:
+                position = seg.checked_entry(max(seg.index.floor_offset(offset), 0))[1]
             records = max(seg.next_offset - seg.base_offset, 1)
             wanted = INTERVAL_BYTES + count_hint * (seg.size // records + 1)
             chunk = min(CHUNK_BYTES, max(wanted, 2 * INTERVAL_BYTES))
@@ -703,7 +718,11 @@ class Log:
         for seg in self.segments[i:]:
             if seg.base_offset >= end:
                 return
-            position = seg.checked_entry(max(seg.index.floor_offset(offset), 0))[1]
+            hint = self._read_hint
+            if hint is not None and hint[0] == offset and hint[1] is seg:
+                position = hint[2]
+            else:
+                position = seg.checked_entry(max(seg.index.floor_offset(offset), 0))[1]
             # Read about what is asked for: the index window before `offset` plus
             # `count_hint` records of this segment's average size.
             records = max(seg.next_offset - seg.base_offset, 1)

@@ -87,6 +87,11 @@ class Stream:
         self.key = b""
         self.node_entries = 100  # stream-node-max-entries, for `~` trimming
         self.last_id = 0  # the stream's last ID: its last entry's, or XSETID's if higher
+        # (ID, offset): the records with an ID above that ID start at that offset, as
+        # the last range read saw; the next read from just above it (a consumer group
+        # following the stream) skips the index search. IDs only grow with offsets and
+        # the data log is never truncated under a live stream, so it stays true.
+        self._after_hint = (-1, 0)
         self._replay()
         self._note_last_id()
 
@@ -197,7 +202,11 @@ class Stream:
         """`range` with each entry's payload as stored (encode_fields), not decoded."""
         self.readable()
         data = self.data
-        offset = max(data.offset_of_id(*ids.split(low)), self.start)
+        hint_id, hint_offset = self._after_hint
+        if low - 1 == hint_id:
+            offset = max(hint_offset, self.start)
+        else:
+            offset = max(data.offset_of_id(*ids.split(low)), self.start)
         deleted = self.deleted
         batch_size = min(count + len(deleted), READ_BATCH) if count else READ_BATCH
         out: list[tuple[int, bytes]] = []
@@ -213,8 +222,10 @@ class Stream:
                 if at not in deleted:
                     out.append((sid, payload))
                     if len(out) == count:
+                        self._after_hint = (sid, at + 1)
                         return out
             offset = batch[-1].offset + 1
+            self._after_hint = (sid, offset)
 
     def revrange(self, high: int, low: int, count: int = 0) -> list[Entry]:
         """Live entries with low <= ID <= high, newest first, at most `count` (0: all)."""

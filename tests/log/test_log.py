@@ -385,6 +385,34 @@ def test_truncate_within_and_across_segments(tmp_path: Path) -> None:
     log.close()
 
 
+def test_reads_that_follow_on_match_fresh_reads(tmp_path: Path) -> None:
+    """A read starting where the last one ended begins at the position it remembered
+    (across segments, after retention, and after a truncation rewrote the tail with
+    records of other sizes): always the records a reopened log returns."""
+    log = Log.open(tmp_path / "l", SMALL)
+    fill(log, 300)
+    offset, seen = 0, []
+    while batch := log.read(offset, count_max=7):
+        seen += batch
+        offset = batch[-1].offset + 1
+    assert offsets(seen) == list(range(300))
+    log.read(240, count_max=5)  # remembers 245
+    log.truncate(243)
+    for i in range(10):
+        log.append(payload(i, size=37), 1000 + i, 0, format.FLAG_ENTRY)
+    log.write()
+    after = log.read(245, count_max=3)
+    assert offsets(after) == [245, 246, 247]
+    assert [r.payload for r in after] == [payload(i, size=37) for i in (2, 3, 4)]
+    log.set_start(100)
+    log.apply_retention()
+    assert offsets(log.read(100, count_max=2)) == [100, 101]
+    followed = log.read(102)
+    log = reopen(log)
+    assert followed == log.read(102)
+    log.close()
+
+
 def test_truncate_discards_buffered_records(tmp_path: Path) -> None:
     log = Log.open(tmp_path / "l", SMALL)
     fill(log, 10)
