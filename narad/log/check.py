@@ -47,7 +47,7 @@ from narad.log.format import (
 )
 from narad.log.index import ENTRY, ENTRY_BYTES, IndexEntry, SparseIndex
 from narad.log.log import EPOCHS_CHECKPOINT, START_CHECKPOINT
-from narad.log.segment import INDEX_SUFFIX, parse_segment_name
+from narad.log.segment import INDEX_SUFFIX, parse_segment_name, zero_tail
 
 # Bytes read per pread; a single larger record is read whole.
 CHUNK_BYTES = 1 << 20
@@ -467,6 +467,8 @@ class _SegmentCheck:
             bad = self.f.bad
             if bad is None:
                 break
+            if self.is_last and zero_tail(self.f.fd, bad.position):
+                break  # space reserved ahead of writes: the records end here
             resumed = self.f.resync(bad.position, self.expected)
             if resumed is None:
                 self._bad_to_end(bad)

@@ -211,14 +211,17 @@ class Log:
             index.truncate_from(index.entry(len(index) - 1)[1])
         end = self._resume_from_index(seg, index)
         if end < seg.size:
-            logger.warning(
-                "truncated the tail of %s: dropped %d bytes from byte %d",
-                seg.path,
-                seg.size - end,
-                end,
-            )
+            if seg.zeros_from(end):  # space reserved ahead of writes, never written
+                logger.debug("%s: released %d reserved bytes", seg.path, seg.size - end)
+            else:
+                logger.warning(
+                    "truncated the tail of %s: dropped %d bytes from byte %d",
+                    seg.path,
+                    seg.size - end,
+                    end,
+                )
             os.ftruncate(seg.fd, end)
-            seg.size = end
+            seg.size = seg.allocated = end
         os.fsync(seg.fd)
         seg.index.write_all(seg.index_path)
 
@@ -270,7 +273,8 @@ class Log:
                 expected += 1
             position += used
             if status == SCAN_BAD:
-                logger.warning("%s: bad record at byte %d: %s", seg.path, position, detail)
+                if not seg.zeros_from(position):
+                    logger.warning("%s: bad record at byte %d: %s", seg.path, position, detail)
                 return position
             if status != SCAN_OK:
                 if position + int(detail) > seg.size:
@@ -297,8 +301,11 @@ class Log:
                 self.write()
                 self.sync()
                 self.active.index.write_all(self.active.index_path)
+                self.active.release_reserved()
             except LogFailed:
                 pass
+            except OSError as exc:  # the reserved space stays; recovery releases it
+                logger.warning("%s: reserved space not released: %s", self.path, exc)
         for seg in self.segments:
             seg.close()
 
@@ -460,6 +467,7 @@ class Log:
             data, seg = self._pending, self.active
             try:
                 done = 0
+                seg.reserve(seg.size + len(data))
                 while done < len(data):
                     done += os.pwrite(seg.fd, memoryview(data)[done:], seg.size + done)
             except OSError as exc:
@@ -501,6 +509,10 @@ class Log:
             old.last_id, old.last_timestamp_ms = self.last_id, self.last_timestamp_ms
             old.index.write_all(old.index_path)
             try:
+                # A sealed segment is exactly its records: its reserved space goes,
+                # durably, before a newer segment exists.
+                old.release_reserved()
+                os.fdatasync(old.fd)
                 self._add_segment(Segment(self.path, self.next_offset, create=True))
                 fsync_dir(self.path)
             except OSError as exc:
@@ -578,7 +590,7 @@ class Log:
                 cut = self._position_of(seg, offset)
                 os.ftruncate(seg.fd, cut)
                 os.fsync(seg.fd)
-                seg.size = cut
+                seg.size = seg.allocated = cut
                 seg.index.truncate_from(cut)
                 seg.index.write_all(seg.index_path)
                 prev = self._record_before(seg, offset)

@@ -8,6 +8,7 @@ CRC-checked by `format.scan`.
 
 from __future__ import annotations
 
+import logging
 import os
 from collections.abc import Iterator
 from pathlib import Path
@@ -21,6 +22,13 @@ LOG_SUFFIX = ".log"
 INDEX_SUFFIX = ".index"
 # Bytes read per pread when scanning; a larger record is read whole.
 CHUNK_BYTES = 64 * 1024
+# The active segment's file is grown ahead of its writes by this much at a time: as
+# much as it already holds, within these bounds (so a small log reserves little).
+RESERVE_MIN = 16 * 1024
+RESERVE_MAX = 1024 * 1024
+BLOCK_BYTES = 4096
+
+logger = logging.getLogger("narad.log")
 
 
 class StaleIndex(Exception):
@@ -40,6 +48,21 @@ class CorruptSegment(Exception):
         self.path = path
         self.position = position
         self.reason = reason
+
+
+def zero_tail(fd: int, position: int) -> bool:
+    """Whether every byte of the file from `position` on is zero: in the last segment
+    of a log, space reserved ahead of writes that were never made (Segment.reserve),
+    not a damaged record."""
+    end = os.fstat(fd).st_size
+    while position < end:
+        chunk = os.pread(fd, min(CHUNK_BYTES, end - position), position)
+        if not chunk:
+            return True
+        if chunk.count(0) != len(chunk):
+            return False
+        position += len(chunk)
+    return True
 
 
 def segment_name(base_offset: int) -> str:
@@ -63,8 +86,14 @@ class Segment:
         self.index_path = self.path.with_suffix(INDEX_SUFFIX)
         flags = os.O_RDWR | (os.O_CREAT | os.O_EXCL if create else 0)
         self.fd = os.open(self.path, flags, 0o644)
-        # Bytes in the file (written, maybe not yet durable).
+        # Bytes of records in the file (written, maybe not yet durable). Until recovery
+        # says otherwise, the file's length.
         self.size = os.fstat(self.fd).st_size
+        # The file's length: `size` plus space reserved ahead of writes (zero bytes,
+        # blocks allocated), so that an fdatasync after an append need not also write
+        # a new file length. Only the active segment has any.
+        self.allocated = self.size
+        self._can_reserve = True
         self.index = SparseIndex()
         self.checked: set[int] = set()  # index entries already verified against the file
         # Facts about the last record; valid once the segment is opened or appended to.
@@ -81,6 +110,32 @@ class Segment:
         if self.fd >= 0:
             os.close(self.fd)
             self.fd = -1
+
+    # -- reserved space -----------------------------------------------------------------
+
+    def reserve(self, end: int) -> None:
+        """Grow the file (zero bytes, blocks allocated) so that bytes up to `end` lie
+        inside it. Best effort: where the filesystem cannot, writes extend the file."""
+        if end <= self.allocated or not self._can_reserve:
+            return
+        grow = min(max(self.size, RESERVE_MIN), RESERVE_MAX)
+        target = -(-(end + grow) // BLOCK_BYTES) * BLOCK_BYTES
+        try:
+            os.posix_fallocate(self.fd, self.allocated, target - self.allocated)
+        except OSError as exc:
+            self._can_reserve = False
+            logger.info("%s: no space reserved ahead of writes: %s", self.path, exc)
+            return
+        self.allocated = target
+
+    def release_reserved(self) -> None:
+        """Cut the file to its records (sealing, closing, recovering)."""
+        if os.fstat(self.fd).st_size != self.size:
+            os.ftruncate(self.fd, self.size)
+        self.allocated = self.size
+
+    def zeros_from(self, position: int) -> bool:
+        return zero_tail(self.fd, position)
 
     def delete(self) -> None:
         self.close()

@@ -413,6 +413,32 @@ def test_reads_that_follow_on_match_fresh_reads(tmp_path: Path) -> None:
     log.close()
 
 
+def test_the_active_segment_reserves_space_ahead_of_writes(
+    tmp_path: Path, caplog: pytest.LogCaptureFixture
+) -> None:
+    """The active file grows in steps ahead of its records (so an fsync need not
+    write a new length); sealing, closing and recovery cut it back to its records."""
+    log = Log.open(tmp_path / "l", SMALL)
+    fill(log, 10)
+    active = log.active
+    reserved = active.path.read_bytes()[active.size :]
+    assert reserved and reserved.count(0) == len(reserved)
+    fill(log, 200)  # rolls several times
+    assert all(seg.path.stat().st_size == seg.size for seg in log.segments[:-1])
+    # A crash: the log is not closed. Recovery releases the space without a warning.
+    with caplog.at_level("WARNING", logger="narad.log"):
+        crashed = Log.open(tmp_path / "l", SMALL)
+    assert caplog.records == []
+    assert crashed.active.path.stat().st_size == crashed.active.size
+    assert offsets(crashed.read(0)) == list(range(210))
+    fill(crashed, 3)
+    crashed.close()
+    assert crashed.active.path.stat().st_size == crashed.active.size
+    log = Log.open(tmp_path / "l", SMALL)
+    assert offsets(log.read(0)) == list(range(213))
+    log.close()
+
+
 def test_truncate_discards_buffered_records(tmp_path: Path) -> None:
     log = Log.open(tmp_path / "l", SMALL)
     fill(log, 10)
