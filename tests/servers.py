@@ -49,7 +49,8 @@ class ServerProcess:
     def command(self) -> list[str]:
         raise NotImplementedError
 
-    def start(self) -> ServerProcess:
+    def start(self, poll_s: float = 0.02) -> ServerProcess:
+        """Start the process and wait until it answers PING, asking every `poll_s`."""
         self.folder.mkdir(parents=True, exist_ok=True)
         log = open(self.log_path, "ab")  # noqa: SIM115 - handed to the child
         env = {**os.environ, "PYTHONPATH": str(ROOT)}
@@ -57,7 +58,7 @@ class ServerProcess:
             self.command(), stdout=log, stderr=log, cwd=self.folder, env=env
         )
         log.close()
-        wait_until(self._answers, timeout=20)
+        wait_until(self._answers, timeout=20, interval=poll_s)
         return self
 
     def _answers(self) -> bool:
