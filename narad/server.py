@@ -21,7 +21,7 @@ import os
 import signal
 import time
 from collections import Counter, deque
-from collections.abc import Callable
+from collections.abc import Callable, Hashable
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -60,6 +60,9 @@ class Block:
     timeout_ms: int
     retry: Callable[[], Any]
     timeout_reply: Any = NULL_ARRAY
+    # Blocks with the same token wait for the same thing (Q.POP on one queue): once
+    # one's retry finds nothing, the others' would too, and are not tried in that pass.
+    alike: Hashable | None = None
 
 
 @dataclass
@@ -370,10 +373,14 @@ class Server:
     def serve_signaled(self) -> None:
         while self.signaled:
             signaled, self.signaled = self.signaled, set()
+            found_nothing: set[Hashable] = set()
             for key in signaled:
                 for client in list(self.waiters.get(key, ())):
-                    if client.blocked is not None:
-                        client.retry_blocked()
+                    block = client.blocked
+                    if block is None or block.alike in found_nothing:
+                        continue
+                    if not client.retry_blocked() and block.alike is not None:
+                        found_nothing.add(block.alike)
 
     def add_waiter(self, client: Client, key: tuple[int, bytes]) -> None:
         self.waiters.setdefault(key, deque()).append(client)
@@ -742,7 +749,8 @@ class Client(asyncio.Protocol):
             assert self.server.loop is not None
             self._block_timer = self.server.loop.call_later(block.timeout_ms / 1000, self._timeout)
 
-    def retry_blocked(self) -> None:
+    def retry_blocked(self) -> bool:
+        """Try the blocked command again; whether it finished (replied)."""
         block = self.blocked
         assert block is not None
         try:
@@ -751,11 +759,13 @@ class Client(asyncio.Protocol):
             self.unblock()
             self.reply_error(exc)
             self.run_queued()
-            return
-        if reply is not None:
-            self.unblock()
-            self.reply(reply)
-            self.run_queued()
+            return True
+        if reply is None:
+            return False
+        self.unblock()
+        self.reply(reply)
+        self.run_queued()
+        return True
 
     def _timeout(self) -> None:
         block = self.blocked

@@ -16,7 +16,7 @@ from narad.commands.schema import check_payloads
 from narad.commands.table import command
 from narad.errors import CommandError, no_queue, syntax, wrong_arity
 from narad.queues.queue import MAX_RECEIVES, MAX_VISIBILITY_MS, Queue, Settings
-from narad.queues.service import settings_reply
+from narad.queues.service import messages_reply, settings_reply
 from narad.resp import NULL_ARRAY, SimpleString
 from narad.streams import ids
 from narad.streams.stream import pack_id
@@ -263,9 +263,9 @@ def q_pop(client: Client, args: list[bytes]) -> Any:
             block = parse_timeout_ms(value)
         else:
             raise syntax()
-    messages = service.deliver(queue, count, visibility)
-    if messages or block is None:
-        return messages
+    delivered = service.deliver_raw(queue, count, visibility)
+    if delivered or block is None:
+        return messages_reply(client.protocol, delivered)
     if client.in_exec:
         return NULL_ARRAY
     db, key = client.db, args[1]
@@ -274,9 +274,10 @@ def q_pop(client: Client, args: list[bytes]) -> Any:
         queue = service.get(db, key)
         if queue is None:
             raise no_queue(key)
-        return service.deliver(queue, count, visibility) or None
+        delivered = service.deliver_raw(queue, count, visibility)
+        return messages_reply(client.protocol, delivered) if delivered else None
 
-    blocked: Block = Block([(db, key)], block, retry, NULL_ARRAY)
+    blocked: Block = Block([(db, key)], block, retry, NULL_ARRAY, alike=(b"q.pop", db, key))
     return blocked
 
 

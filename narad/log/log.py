@@ -695,15 +695,19 @@ class Log:
         for seg in self.segments[i:]:
             if seg.base_offset >= end:
                 return
+            average = seg.size // max(seg.next_offset - seg.base_offset, 1) + 1
             hint = self._read_hint
             if hint is not None and hint[0] == offset and hint[1] is seg:
-                position = hint[2]
+                # Right at the first record wanted: read about `count_hint` records,
+                # and make (and CRC-check) no more of them than that per batch.
+                position, batch_max = hint[2], count_hint
+                chunk = min(CHUNK_BYTES, count_hint * average + format.HEADER_BYTES)
             else:
                 position = seg.checked_entry(max(seg.index.floor_offset(offset), 0))[1]
-            records = max(seg.next_offset - seg.base_offset, 1)
-            wanted = INTERVAL_BYTES + count_hint * (seg.size // records + 1)
-            chunk = min(CHUNK_BYTES, max(wanted, 2 * INTERVAL_BYTES))
-            for batch in seg.scan_batches(position, seg.size, chunk):
+                batch_max = 1 << 30
+                wanted = INTERVAL_BYTES + count_hint * average
+                chunk = min(CHUNK_BYTES, max(wanted, 2 * INTERVAL_BYTES))
+            for batch in seg.scan_batches(position, seg.size, chunk, batch_max):
                 if batch[0].offset >= offset and batch[-1].offset < end:
                     yield batch
                     continue

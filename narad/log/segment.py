@@ -158,13 +158,17 @@ class Segment:
             yield from records
 
     def scan_batches(
-        self, position: int, end: int | None = None, chunk_bytes: int = CHUNK_BYTES
+        self,
+        position: int,
+        end: int | None = None,
+        chunk_bytes: int = CHUNK_BYTES,
+        batch_max: int = 1 << 30,
     ) -> Iterator[list[Record]]:
-        """`scan_from`'s records, a list per read."""
+        """`scan_from`'s records, a list per read of at most `batch_max` records."""
         end = self.size if end is None else end
         while position < end:
             buf = self.pread(position, min(chunk_bytes, end - position))
-            records, used, status, detail = format.scan(buf, 0, position, 1 << 30)
+            records, used, status, detail = format.scan(buf, 0, position, batch_max)
             if records:
                 yield records
             position += used

@@ -73,6 +73,11 @@ def unpack(value: int) -> Tracked:
     )
 
 
+def receives_of(value: int) -> int:
+    """`unpack(value).receives`, without the tuple (the delivery path)."""
+    return (value >> 2) & 0xFFFFF
+
+
 def receipt(offset: int, delivery: int) -> bytes:
     return b"%x-%x" % (offset, delivery)
 

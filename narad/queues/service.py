@@ -30,7 +30,7 @@ from typing import TYPE_CHECKING, Any
 
 from narad.clock import Clock
 from narad.errors import IDS_EXHAUSTED, CommandError, no_queue
-from narad.log import FLAG_ENTRY, FsyncPolicy, decode_fields
+from narad.log import FLAG_ENTRY, FsyncPolicy, Record, decode_fields
 from narad.queues.queue import (
     IN_FLIGHT,
     Queue,
@@ -38,10 +38,11 @@ from narad.queues.queue import (
     parse_receipt,
     read_records,
     receipt,
+    receives_of,
     record_id,
     unpack,
 )
-from narad.resp import Push
+from narad.resp import BigNumber, Encoded, Push, encode_into
 from narad.streams import ids
 from narad.streams.stream import Stream
 
@@ -58,6 +59,8 @@ SOURCE_FIELDS = (b"source", b"source_id")
 ORIGIN_FIELDS = (b"origin", b"origin_id", b"origin_receives", b"first_received_at")
 
 Message = dict[bytes, Any]
+INT64_MAX = (1 << 63) - 1
+Delivered = tuple[Record, bytes, int]  # a delivered message: record, receipt, receives
 
 
 @dataclass(eq=False)
@@ -142,6 +145,10 @@ class QueueService:
 
     def deliver(self, queue: Queue, count: int, visibility: int) -> list[Message]:
         """Deliver up to `count` visible messages with deadline now + `visibility`."""
+        return [message(*d) for d in self.deliver_raw(queue, count, visibility)]
+
+    def deliver_raw(self, queue: Queue, count: int, visibility: int) -> list[Delivered]:
+        """`deliver`, each message as its record, receipt and receive count."""
         now = self.clock.now_ms()
         self._expire(queue, now)
         offsets, cursor = queue.choose(count)
@@ -156,7 +163,7 @@ class QueueService:
         self.arm(deadline)
         tracked = queue.tracked
         return [
-            message(rec, receipt(rec.offset, delivery), unpack(tracked[rec.offset]).receives)
+            (rec, receipt(rec.offset, delivery), receives_of(tracked[rec.offset]))
             for rec in read_records(stream, offsets)
         ]
 
@@ -510,9 +517,39 @@ def message(rec: Any, receipt_: bytes, receives: int) -> Message:
     if b"payload" in rest:
         msg[b"payload"] = rest.pop(b"payload")
     msg[b"receives"] = receives
-    msg[b"pushed_at"] = rec.id_ms
+    # An entry ID's milliseconds are an unsigned 64-bit number (an XADD with an
+    # explicit ID may pass 2^63 - 1, where RESP integers end).
+    msg[b"pushed_at"] = rec.id_ms if rec.id_ms <= INT64_MAX else BigNumber(rec.id_ms)
     msg.update(rest)
     return msg
+
+
+# The frame of `message` for the commonest entry, a lone payload field; the first
+# argument is the map's head (RESP3) or the flat array's (RESP2).
+_PAYLOAD_ONLY = (
+    b"%b$2\r\nid\r\n$%d\r\n%b\r\n$7\r\nreceipt\r\n$%d\r\n%b\r\n"
+    b"$7\r\npayload\r\n$%d\r\n%b\r\n$8\r\nreceives\r\n:%d\r\n$9\r\npushed_at\r\n:%d\r\n"
+)
+
+
+def messages_reply(protocol: int, delivered: list[Delivered]) -> Encoded:
+    """The list of `message` maps of `delivered`, framed for `protocol`: the bytes
+    encoding that list gives (tests compare), without building the maps for the
+    entries that hold only a payload."""
+    out = bytearray(b"*%d\r\n" % len(delivered))
+    head = b"%5\r\n" if protocol == 3 else b"*10\r\n"
+    for rec, receipt_, receives in delivered:
+        fields = decode_fields(rec.payload)
+        if len(fields) == 2 and fields[0] == b"payload" and rec.id_ms <= INT64_MAX:
+            sid = b"%d-%d" % (rec.id_ms, rec.id_seq)
+            payload = fields[1]
+            out += _PAYLOAD_ONLY % (
+                head, len(sid), sid, len(receipt_), receipt_,
+                len(payload), payload, receives, rec.id_ms,
+            )  # fmt: skip
+        else:
+            encode_into(out, message(rec, receipt_, receives), protocol)
+    return Encoded(bytes(out))
 
 
 def field_value(fields: list[bytes], name: bytes) -> bytes | None:

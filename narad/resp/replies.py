@@ -138,9 +138,10 @@ class Push:
 
 
 class Encoded:
-    """A value already framed, for replies whose frame is the same in RESP2 and
-    RESP3 (arrays of bulk strings, such as stream entries), built without an
-    intermediate list of Python objects. The encoder appends `frame` as it is."""
+    """A value already framed, built without an intermediate list of Python objects:
+    for replies whose frame is the same in RESP2 and RESP3 (arrays of bulk strings,
+    such as stream entries), or framed for the protocol of the one connection it is
+    sent on (Q.POP's messages). The encoder appends `frame` as it is."""
 
     __slots__ = ("frame",)
 

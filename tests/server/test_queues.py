@@ -139,6 +139,22 @@ def test_resp2_messages_are_flat_arrays(server: NaradProcess, q: bytes) -> None:
     assert message[5] == b"x" and message[7] == 1
 
 
+def test_entries_with_other_fields_or_huge_ids(server: NaradProcess, q: bytes) -> None:
+    """A queue is a stream: XADD may add entries with other fields, or IDs whose
+    milliseconds pass 2^63 - 1 (pushed_at is then a big number, or a bulk string
+    in RESP2)."""
+    r3, r2 = server.client(protocol=3), server.client(protocol=2)
+    r3.execute_command("XADD", q, "5-1", "k", "v", "payload", "p")
+    r3.execute_command("XADD", q, "9223372036854775808-0", "payload", "big")
+    first, second = r3.execute_command("Q.POP", q, "COUNT", 2)
+    assert list(first) == [b"id", b"receipt", b"payload", b"receives", b"pushed_at", b"k"]
+    assert (first[b"payload"], first[b"k"], first[b"pushed_at"]) == (b"p", b"v", 5)
+    assert second[b"pushed_at"] == b"9223372036854775808"  # redis-py: a big number's digits
+    r2.execute_command("Q.NACK", q, second[b"receipt"])
+    [again] = r2.execute_command("Q.POP", q)
+    assert again[5] == b"big" and again[9] == b"9223372036854775808"
+
+
 def test_errors(r: redis.Redis, q: bytes) -> None:
     assert error(r, "Q.PUSH", "missing", "x") == "NOQUEUE no such queue 'missing'"
     assert error(r, "Q.POP", "missing") == "NOQUEUE no such queue 'missing'"
