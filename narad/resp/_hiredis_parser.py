@@ -144,6 +144,12 @@ class HiredisRequestParser(PurePythonRequestParser):
         return taken, end
 
 
+# What hiredis raises for bytes it will not read as replies: malformed frames, and
+# (TypeError) a map or set, `%` or `~`, with an array among its keys or members,
+# which no Python dict or set can hold. No request has either.
+_REFUSALS = (hiredis.ProtocolError, TypeError)
+
+
 class _Run(NamedTuple):
     """What hiredis read from one run of the buffer."""
 
@@ -177,7 +183,7 @@ def _hiredis_read(buf: bytes, pos: int) -> _Run:
                     pending = 0
             if big >= 0:
                 break
-    except hiredis.ProtocolError:
+    except _REFUSALS:
         return _Run(replies, refused=True, partial_tail=False)
     return _Run(replies, refused=False, partial_tail=True)
 
@@ -199,7 +205,7 @@ def py_whole_commands(
     try:
         while (reply := reader.gets()) is not False:
             proposed.append(reply)
-    except hiredis.ProtocolError:
+    except _REFUSALS:
         return None
     if not proposed or frames_end(proposed, data, 0, max_count, max_len, max_line) != len(data):
         return None

@@ -153,7 +153,7 @@ def hiredis_replies(data: bytes) -> list[Any]:
     try:
         while (reply := reader.gets()) is not False:
             replies.append(reply)
-    except hiredis.ProtocolError:
+    except (hiredis.ProtocolError, TypeError):  # TypeError: `%1\r\n*1...`, a list as key
         pass
     return replies
 

@@ -212,6 +212,21 @@ def test_pipelining_many_commands_in_one_send(shared_narad: NaradProcess) -> Non
         conn.call("DEL", "pipe")
 
 
+@pytest.mark.parametrize("marker", [b"%", b"~"])
+def test_a_map_or_set_after_a_command_reads_as_redis_does(
+    shared_narad: NaradProcess, marker: bytes
+) -> None:
+    """hiredis refuses `%1` / `~1` holding an array (no dict or set can hold one):
+    the commands before it still run and the rest is read as Redis 7.0 reads it
+    (inline lines; these replies are redis-server's)."""
+    tail = marker + b"1\r\n*1\r\n$0\r\n\r\n"
+    reply = exchange(shared_narad.port, encode(["PING"]) + tail + encode(["PING"]))
+    assert reply == (
+        b"+PONG\r\n-ERR unknown command '" + marker + b"1', with args beginning with: \r\n"
+        b"-ERR unknown command '', with args beginning with: \r\n+PONG\r\n"
+    )
+
+
 def test_pipelining_byte_by_byte(shared_narad: NaradProcess) -> None:
     request = b"PING\r\n" + encode(["ECHO", "split"]) + b"ECHO inline\r\n"
     with socket.create_connection(("127.0.0.1", shared_narad.port), timeout=10) as sock:
