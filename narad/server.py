@@ -785,12 +785,6 @@ class Client(asyncio.Protocol):
             self._block_timer.cancel()
             self._block_timer = None
 
-    def __hash__(self) -> int:
-        return self.id
-
-    def __eq__(self, other: object) -> bool:
-        return self is other
-
 
 PROTECTED_MODE_ERROR = (
     b"-DENIED Narad is running in protected mode: no password is set and the client "
