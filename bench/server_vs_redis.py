@@ -181,6 +181,15 @@ def memory_and_restart(entries: int) -> dict[str, float]:
             figures[f"{label}_restart_s"] = time.monotonic() - start
             assert server.client().xlen("m") == entries
             server.stop()
+        # For scale: the same start with no data at all (the process's own start-up).
+        for label, server in (
+            ("narad", narad(folder / "empty", "always")),
+            ("redis", DurableRedis(folder / "empty" / "redis", ["--appendfsync", "everysec"])),
+        ):
+            start = time.monotonic()
+            server.start(poll_s=0.001)
+            figures[f"{label}_empty_start_s"] = time.monotonic() - start
+            server.stop()
         return figures
 
 
@@ -236,6 +245,8 @@ def main() -> None:
             f["redis_restart_s"],
             "<= 0.5",
         )
+        row("start until PING with no data (s)", f["narad_empty_start_s"],
+            f["redis_empty_start_s"], "")  # fmt: skip
 
 
 if __name__ == "__main__":
