@@ -696,14 +696,13 @@ class Log:
             if seg.base_offset >= end:
                 return
             average = seg.size // max(seg.next_offset - seg.base_offset, 1) + 1
-            hint = self._read_hint
-            if hint is not None and hint[0] == offset and hint[1] is seg:
+            position, exact = self._read_start(seg, offset)
+            if exact:
                 # Right at the first record wanted: read about `count_hint` records,
                 # and make (and CRC-check) no more of them than that per batch.
-                position, batch_max = hint[2], count_hint
+                batch_max = count_hint
                 chunk = min(CHUNK_BYTES, count_hint * average + format.HEADER_BYTES)
             else:
-                position = seg.checked_entry(max(seg.index.floor_offset(offset), 0))[1]
                 batch_max = 1 << 30
                 wanted = INTERVAL_BYTES + count_hint * average
                 chunk = min(CHUNK_BYTES, max(wanted, 2 * INTERVAL_BYTES))
@@ -716,6 +715,15 @@ class Log:
                     yield kept
                 if batch[-1].offset >= end:
                     return
+
+    def _read_start(self, seg: Segment, offset: int) -> tuple[int, bool]:
+        """The byte position in `seg` to scan from for `offset`, and whether it is that
+        record's own (the last read ended right before it) rather than an index
+        entry's at or before it."""
+        hint = self._read_hint
+        if hint is not None and hint[0] == offset and hint[1] is seg:
+            return hint[2], True
+        return seg.checked_entry(max(seg.index.floor_offset(offset), 0))[1], False
 
     def _iter_from(self, offset: int, end: int, count_hint: int = 1 << 30) -> Iterator[Record]:
         while True:
@@ -734,11 +742,7 @@ class Log:
         for seg in self.segments[i:]:
             if seg.base_offset >= end:
                 return
-            hint = self._read_hint
-            if hint is not None and hint[0] == offset and hint[1] is seg:
-                position = hint[2]
-            else:
-                position = seg.checked_entry(max(seg.index.floor_offset(offset), 0))[1]
+            position, _ = self._read_start(seg, offset)
             # Read about what is asked for: the index window before `offset` plus
             # `count_hint` records of this segment's average size.
             records = max(seg.next_offset - seg.base_offset, 1)

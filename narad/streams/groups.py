@@ -67,6 +67,7 @@ from narad.streams.stream import Entry, op_handler, pack_id, unpack_id
 if TYPE_CHECKING:
     from narad.streams.stream import Stream
 
+
 def now_ms() -> int:
     """The wall clock in Unix ms: the one clock of consumer groups (tests patch it)."""
     return time.time_ns() // 1_000_000
