@@ -37,7 +37,7 @@ from narad.log.check import (
 )
 from narad.log.format import FLAG_ENTRY, Record, decode_fields
 from narad.log.index import SparseIndex
-from narad.log.segment import INDEX_SUFFIX
+from narad.log.segment import INDEX_SUFFIX, zero_tail
 from narad.progress import Progress
 
 if TYPE_CHECKING:
@@ -224,6 +224,8 @@ def _run_dump(args: argparse.Namespace) -> int:
             with SegmentFile(path) as f:
                 left = _dump_segment(f, args.from_offset, left, args.payload)
                 bad = f.bad
+                if bad is not None and path == segments[-1][1] and zero_tail(f.fd, bad.position):
+                    bad = None  # space reserved ahead of writes: the records end here
         except OSError as exc:
             print(f"error: {path}: {exc}; stopping", file=sys.stderr)
             return 1

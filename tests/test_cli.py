@@ -272,6 +272,20 @@ def test_dump_stops_at_a_torn_tail(tmp_path: Path) -> None:
     assert last.stat().st_size == rec.position + 10  # dump never repairs
 
 
+def test_dump_reads_a_zero_tail_of_the_last_segment_as_its_end(tmp_path: Path) -> None:
+    """The active segment is grown ahead of its writes with zero bytes (a running or
+    crashed server leaves them): not an error there; in a sealed segment it is."""
+    folder = build(tmp_path / "log")
+    first, last = segments(folder)[0], segments(folder)[-1]
+    with last.open("ab") as f:
+        f.write(bytes(5000))
+    run = narad("dump", folder)
+    assert run.returncode == 0 and run.stderr == "" and len(lines(run.stdout)) == 200
+    with first.open("ab") as f:
+        f.write(bytes(100))
+    assert narad("dump", folder).returncode == 1
+
+
 # -- the progress bar ----------------------------------------------------------------
 
 
