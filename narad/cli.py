@@ -26,21 +26,14 @@ from typing import TYPE_CHECKING, TypeAlias
 
 import narad
 from narad import serve
-from narad.log.check import (
-    CheckReport,
-    Problem,
-    SegmentFile,
-    check_logs,
-    find_logs,
-    list_segments,
-    scan_bytes,
-)
 from narad.log.format import FLAG_ENTRY, Record, decode_fields
 from narad.log.index import SparseIndex
 from narad.log.segment import INDEX_SUFFIX, zero_tail
 from narad.progress import Progress
 
 if TYPE_CHECKING:
+    from narad.log.check import CheckReport, Problem, SegmentFile
+
     Subparsers: TypeAlias = argparse._SubParsersAction[argparse.ArgumentParser]
 Runner = Callable[[argparse.Namespace], int]
 
@@ -124,6 +117,8 @@ def _add_check(subparsers: Subparsers) -> None:
 
 
 def _run_check(args: argparse.Namespace) -> int:
+    from narad.log.check import check_logs, find_logs, scan_bytes
+
     root: Path = args.dir
     if not root.is_dir():
         return _usage_error("check", f"{root} is not a directory")
@@ -210,6 +205,8 @@ def _add_dump(subparsers: Subparsers) -> None:
 
 
 def _run_dump(args: argparse.Namespace) -> int:
+    from narad.log.check import SegmentFile, list_segments
+
     folder: Path = args.log_dir
     segments = list_segments(folder) if folder.is_dir() else []
     if not segments:

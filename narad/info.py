@@ -8,7 +8,6 @@ under `everysec` and `no` it is only appended (aof_* fields say which policy run
 from __future__ import annotations
 
 import os
-import platform
 import resource
 import sys
 import time
@@ -69,6 +68,8 @@ Fields = list[tuple[str, object]]
 
 
 def _server(s: Server) -> Fields:
+    import platform  # ~1.5 ms to import: left out of the server's start
+
     now = time.time()
     uptime = int(now - s.stats.started_s)
     return [
