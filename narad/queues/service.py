@@ -87,7 +87,9 @@ class QueueService:
         self._timer_due = 0
         self.to_serve: set[Queue] = set()  # queues whose push consumers may take more
         self.consuming = 0  # push consumers connected (a cheap test on the XADD path)
-        self.subscribed = False  # any subscription exists: forward after commits
+        # The queues that subscribe to a source: forward copies into them after each
+        # commit. It may hold a queue that no longer subscribes (forward drops it).
+        self.subscribing: set[Queue] = set()
 
     # -- finding queues ---------------------------------------------------------------
 
@@ -115,7 +117,7 @@ class QueueService:
             self.apply_settings(queue)
             for sub in list(queue.subs.values()):
                 self.recover_subscription(queue, sub.source)
-        self.subscribed = any(q.subs for q in self.queues())
+        self.subscribing = {q for q in self.queues() if q.subs}
         self.tick()
 
     def apply_settings(self, queue: Queue) -> None:
@@ -139,7 +141,12 @@ class QueueService:
             consumer.client.push_handler = None
             self.stop_consuming(consumer, release=False)
         self.to_serve.discard(queue)
+        self.subscribing.discard(queue)
         self.server.schedule_flush()
+
+    @property
+    def subscribed(self) -> bool:
+        return bool(self.subscribing)
 
     # -- delivering -------------------------------------------------------------------
 
@@ -369,8 +376,10 @@ class QueueService:
             return
         always = self.store.policy is FsyncPolicy.ALWAYS
         more = False
-        subscribing = [q for q in self.queues() if q.subs]
-        for queue in subscribing:
+        for queue in list(self.subscribing):
+            if not queue.subs or queue.stream.queue is not queue:
+                self.subscribing.discard(queue)
+                continue
             for sub in list(queue.subs.values()):
                 source = self.store.streams.get(sub.source)
                 if source is None:  # the source was deleted: the subscription ends
@@ -394,7 +403,6 @@ class QueueService:
                     copied = records[-1].offset + 1
                     stream.log_op(["q.subpos", sub.source, copied, stream.data.next_offset])
                     more = more or copied < end
-        self.subscribed = any(q.subs for q in subscribing)
         if more:
             self.server.schedule_flush()
 

@@ -362,6 +362,25 @@ def test_dropping_a_source_ends_its_subscriptions(r: redis.Redis) -> None:
     wait_until(lambda: stats(r, b"drop-sub")[b"subscriptions"] == 0)
 
 
+def test_a_dropped_subscriber_made_again_copies_nothing(r: redis.Redis) -> None:
+    r.execute_command("Q.CREATE", "again-src")
+    r.execute_command("Q.CREATE", "again-sub")
+    r.execute_command("Q.SUBSCRIBE", "again-sub", "again-src")
+    r.execute_command("Q.PUSH", "again-src", "one")
+    wait_until(lambda: r.xlen("again-sub") == 1)
+    r.execute_command("Q.DROP", "again-sub")
+    r.execute_command("Q.CREATE", "again-sub")
+    r.execute_command("Q.PUSH", "again-src", "two")
+    r.execute_command("Q.SUBSCRIBE", "again-sub", "again-src")  # from the latest on
+    r.execute_command("Q.PUSH", "again-src", "three")
+    wait_until(lambda: r.xlen("again-sub") == 1)
+    assert [e[1][b"payload"] for e in r.xrange("again-sub")] == [b"three"]
+    r.execute_command("Q.UNSUBSCRIBE", "again-sub", "again-src")
+    r.execute_command("Q.PUSH", "again-src", "four")
+    r.execute_command("Q.PUSH", "again-sub", "own")  # a commit after the source's
+    assert [e[1][b"payload"] for e in r.xrange("again-sub")] == [b"three", b"own"]
+
+
 # -- blocking ----------------------------------------------------------------------------------
 
 
