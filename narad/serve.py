@@ -59,6 +59,10 @@ def overrides(args: argparse.Namespace) -> list[tuple[str, str]]:
     return pairs
 
 
+# The open files limit asked for when the hard limit is unlimited.
+OPEN_FILES_MAX = 1 << 20
+
+
 def setup_logging(config: Config) -> None:
     """Structured, quiet by default: `notice` shows warnings and the ready line."""
     level = LOG_LEVELS.get(str(config["loglevel"]), logging.WARNING)
@@ -89,6 +93,7 @@ def run(args: argparse.Namespace) -> int:
         print(f"narad: {exc}", file=sys.stderr)
         return 1
     setup_logging(config)
+    raise_open_files_limit()
     server = Server(config)
     try:
         anyio.run(server.serve, backend="asyncio", backend_options={"use_uvloop": _uvloop()})
@@ -99,6 +104,27 @@ def run(args: argparse.Namespace) -> int:
         print(f"narad: {exc}", file=sys.stderr)
         return 1
     return 0
+
+
+def raise_open_files_limit() -> None:
+    """Lift the soft limit on open files to the hard one, as Redis does at start:
+    every client holds a descriptor, and so does every segment file of every log
+    (a stream of 1,000 segments holds 1,000). A limit that cannot move stays."""
+    import resource
+
+    soft, hard = resource.getrlimit(resource.RLIMIT_NOFILE)
+    if hard == resource.RLIM_INFINITY:
+        hard = OPEN_FILES_MAX
+    if soft != resource.RLIM_INFINITY and soft >= hard:
+        return
+    try:
+        resource.setrlimit(resource.RLIMIT_NOFILE, (hard, hard))
+    except (OSError, ValueError) as exc:
+        logging.getLogger("narad.server").warning(
+            "open files limit stays at %d: %s", soft, exc
+        )
+        return
+    logging.getLogger("narad.server").info("open files limit raised from %d to %d", soft, hard)
 
 
 def _uvloop() -> bool:

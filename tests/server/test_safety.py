@@ -239,3 +239,30 @@ def test_slow_reader_within_the_limit_gets_everything(limited: NaradProcess) -> 
         conn.send(encode(["XRANGE", "mid", "-", "+"]) * 20)
         for _ in range(20):
             assert len(conn.read()) == 1000
+
+
+class _LowFileLimit(NaradProcess):
+    """Narad started with a soft limit of 256 open files under a hard one of 4096."""
+
+    def command(self) -> list[str]:
+        return ["prlimit", "--nofile=256:4096", *super().command()]
+
+
+def _open_files_limits(pid: int) -> tuple[int, int]:
+    for line in Path(f"/proc/{pid}/limits").read_text().splitlines():
+        if line.startswith("Max open files"):
+            soft, hard = line.split()[3:5]
+            return int(soft), int(hard)
+    raise AssertionError("no open files line")
+
+
+def test_the_open_files_limit_is_raised_to_the_hard_one(tmp_path: Path) -> None:
+    """Each client and each segment file holds a descriptor: as Redis does, the server
+    lifts its soft limit to the hard one at start."""
+    server = _LowFileLimit(tmp_path).start()
+    try:
+        assert server.proc is not None
+        assert _open_files_limits(server.proc.pid) == (4096, 4096)
+        assert server.client().ping()
+    finally:
+        server.stop()
