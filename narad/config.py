@@ -599,7 +599,9 @@ SETTINGS: tuple[Setting, ...] = (
     ),
     Setting(
         "maxclients", IntKind(1, UINT_MAX), 10000,
-        "Most clients connected at once; further ones are refused.", NETWORK,
+        "Most clients connected at once; further ones are refused. Each client holds a "
+        "file descriptor, and so does each segment file of each log: at start the server "
+        "lifts its soft open-files limit to the hard one (ulimit -Hn).", NETWORK,
     ),
     Setting(
         "timeout", IntKind(0, INT_MAX), 0,
