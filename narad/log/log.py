@@ -22,6 +22,7 @@ from __future__ import annotations
 
 import bisect
 import enum
+import itertools
 import logging
 import os
 import threading
@@ -662,7 +663,8 @@ class Log:
         end = self.written_end if end is None else min(end, self.written_end)
         offset = max(offset, self.start_offset)
         if bytes_max < 1 << 62 or count_max <= 0:
-            return _take(self._iter_from(offset, end, count_max), count_max, bytes_max)
+            records = itertools.chain.from_iterable(self._batches_from(offset, end, count_max))
+            return _take(records, count_max, bytes_max)
         out: list[Record] = []
         for batch in self._batches_from(offset, end, count_max):
             out += batch
@@ -676,7 +678,8 @@ class Log:
         return out
 
     def _batches_from(self, offset: int, end: int, count_hint: int) -> Iterator[list[Record]]:
-        """`_iter_from`'s records, a list at a time."""
+        """The records from `offset` up to `end`, a list at a time, read in chunks sized
+        for about `count_hint` records; rebuilds a stale index and goes on."""
         while True:
             try:
                 for batch in self._batches_from_once(offset, end, count_hint):
@@ -724,35 +727,6 @@ class Log:
         if hint is not None and hint[0] == offset and hint[1] is seg:
             return hint[2], True
         return seg.checked_entry(max(seg.index.floor_offset(offset), 0))[1], False
-
-    def _iter_from(self, offset: int, end: int, count_hint: int = 1 << 30) -> Iterator[Record]:
-        while True:
-            try:
-                for rec in self._iter_from_once(offset, end, count_hint):
-                    yield rec
-                    offset = rec.offset + 1
-                return
-            except StaleIndex as exc:
-                self._rebuild_stale(exc)
-
-    def _iter_from_once(self, offset: int, end: int, count_hint: int) -> Iterator[Record]:
-        if offset >= end:
-            return
-        i = max(bisect.bisect_right(self._bases, offset) - 1, 0)
-        for seg in self.segments[i:]:
-            if seg.base_offset >= end:
-                return
-            position, _ = self._read_start(seg, offset)
-            # Read about what is asked for: the index window before `offset` plus
-            # `count_hint` records of this segment's average size.
-            records = max(seg.next_offset - seg.base_offset, 1)
-            wanted = INTERVAL_BYTES + count_hint * (seg.size // records + 1)
-            chunk = min(CHUNK_BYTES, max(wanted, 2 * INTERVAL_BYTES))
-            for rec in seg.scan_from(position, seg.size, chunk):
-                if rec.offset >= end:
-                    return
-                if rec.offset >= offset:
-                    yield rec
 
     def _rebuild_stale(self, exc: StaleIndex) -> None:
         """An index entry was wrong: rebuild that segment's index from the segment."""
