@@ -160,7 +160,7 @@ class Server:
         for client in writers:
             client.send()
         self.store.remove_doomed()
-        if written and self.queues.subscribed:  # what became durable may now be copied
+        if written and self.queues.subscribed:  # what became committed may now be copied
             self.schedule_flush()
 
     def _drop_replies(self, clients: list[Client], why: str) -> None:

@@ -86,7 +86,7 @@ class Segment:
         self.index_path = self.path.with_suffix(INDEX_SUFFIX)
         flags = os.O_RDWR | (os.O_CREAT | os.O_EXCL if create else 0)
         self.fd = os.open(self.path, flags, 0o644)
-        # Bytes of records in the file (written, maybe not yet durable). Until recovery
+        # Bytes of records in the file (appended, maybe not yet durable). Until recovery
         # says otherwise, the file's length.
         self.size = os.fstat(self.fd).st_size
         # The file's length: `size` plus space reserved ahead of writes (zero bytes,
