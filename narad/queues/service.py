@@ -177,11 +177,12 @@ class QueueService:
     def ack(self, queue: Queue, receipts: list[bytes]) -> int:
         """Q.ACK: all receipts or none. Receipts of messages no longer tracked
         (acked before, dead-lettered, trimmed) are not counted."""
-        offsets = []
+        acked: dict[int, None] = {}  # once each, in receipt order
         for raw in receipts:
             offset, t = self._resolve(queue, raw)
-            if t is not None and offset not in offsets:
-                offsets.append(offset)
+            if t is not None:
+                acked[offset] = None
+        offsets = list(acked)
         if offsets:
             queue.stream.log_op(["q.ack", offsets])
             self._settled(queue, offsets)
