@@ -58,6 +58,22 @@ cdef inline void wr64(uint8_t* p, uint64_t v) noexcept nogil:
     wr32(p + 4, <uint32_t>(v >> 32))
 
 
+cdef inline void frame(uint8_t* rec, Py_ssize_t payload, int flags, uint32_t epoch,
+                       uint64_t offset, uint64_t timestamp_ms, uint64_t id_ms,
+                       uint64_t id_seq) noexcept nogil:
+    """Write the header of the record at `rec`, whose `payload` bytes follow it,
+    CRC included (docs/log-format.md)."""
+    wr32(rec, <uint32_t>(C_LENGTH_MIN + <uint64_t>payload))
+    rec[8] = C_VERSION
+    rec[9] = flags
+    wr32(rec + 10, epoch)
+    wr64(rec + 14, offset)
+    wr64(rec + 22, timestamp_ms)
+    wr64(rec + 30, id_ms)
+    wr64(rec + 38, id_seq)
+    wr32(rec + 4, narad_crc32c(rec + 8, C_HEADER - 8 + payload))
+
+
 def encode_into(bytearray buf, uint64_t offset, uint64_t timestamp_ms, uint32_t epoch,
                 int flags, uint64_t id_ms, uint64_t id_seq, payload):
     cdef const uint8_t[::1] data = payload
@@ -70,17 +86,9 @@ def encode_into(bytearray buf, uint64_t offset, uint64_t timestamp_ms, uint32_t 
     cdef Py_ssize_t start = PyByteArray_GET_SIZE(buf)
     PyByteArray_Resize(buf, start + C_HEADER + n)
     cdef uint8_t* p = <uint8_t*>PyByteArray_AS_STRING(buf) + start
-    wr32(p, <uint32_t>length)
-    p[8] = C_VERSION
-    p[9] = flags
-    wr32(p + 10, epoch)
-    wr64(p + 14, offset)
-    wr64(p + 22, timestamp_ms)
-    wr64(p + 30, id_ms)
-    wr64(p + 38, id_seq)
     if n:
         memcpy(p + C_HEADER, &data[0], n)
-    wr32(p + 4, narad_crc32c(p + 8, C_HEADER - 8 + n))
+    frame(p, n, flags, epoch, offset, timestamp_ms, id_ms, id_seq)
 
 
 def scan(buf, Py_ssize_t start, Py_ssize_t base_position, Py_ssize_t count_max):
@@ -253,15 +261,7 @@ cdef int encode_rows(list rows, Py_ssize_t first, uint8_t* p, uint64_t offset,
                 memcpy(q, src, n)
             q += n
         payload = q - rec - C_HEADER
-        wr32(rec, <uint32_t>(C_LENGTH_MIN + <uint64_t>payload))
-        rec[8] = C_VERSION
-        rec[9] = flags
-        wr32(rec + 10, epoch)
-        wr64(rec + 14, offset)
-        wr64(rec + 22, timestamp_ms)
-        wr64(rec + 30, id_ms)
-        wr64(rec + 38, id_seq)
-        wr32(rec + 4, narad_crc32c(rec + 8, C_HEADER - 8 + payload))
+        frame(rec, payload, flags, epoch, offset, timestamp_ms, id_ms, id_seq)
         p = q
         position += C_HEADER + payload
         offset += 1
