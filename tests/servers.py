@@ -12,7 +12,9 @@ import signal
 import socket
 import subprocess
 import sys
+import threading
 import time
+from collections.abc import Callable
 from pathlib import Path
 
 import redis
@@ -36,6 +38,22 @@ def wait_until(condition, timeout: float = 10.0, interval: float = 0.02):  # typ
         if time.monotonic() > deadline:
             raise TimeoutError(f"condition not met within {timeout} s")
         time.sleep(interval)
+
+
+def kill_under_load(
+    server: ServerProcess, workers: list[Callable[[threading.Event], None]], seconds: float
+) -> None:
+    """Run each worker in a thread (it loops until the event is set or its connection
+    breaks), kill -9 the server after `seconds`, then stop and join the workers."""
+    stop = threading.Event()
+    threads = [threading.Thread(target=work, args=(stop,)) for work in workers]
+    for t in threads:
+        t.start()
+    time.sleep(seconds)
+    server.kill()
+    stop.set()
+    for t in threads:
+        t.join(timeout=10)
 
 
 class ServerProcess:

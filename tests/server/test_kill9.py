@@ -7,13 +7,13 @@ from __future__ import annotations
 
 import random
 import threading
-import time
 from dataclasses import dataclass, field
+from functools import partial
 from pathlib import Path
 
 import redis
 
-from tests.servers import NaradProcess
+from tests.servers import NaradProcess, kill_under_load
 
 ROUNDS = 3
 KEY = "orders"
@@ -70,20 +70,11 @@ def consumer(port: int, name: str, seen: Observed, stop: threading.Event) -> Non
 
 
 def run_round(server: NaradProcess, seen: Observed, first: int, rng: random.Random) -> None:
-    stop = threading.Event()
-    threads = [
-        threading.Thread(target=producer, args=(server.port, seen, stop, first + i * 10**6))
-        for i in range(2)
-    ] + [
-        threading.Thread(target=consumer, args=(server.port, f"c{i}", seen, stop)) for i in range(2)
+    producers = [
+        partial(producer, server.port, seen, first=first + i * 10**6) for i in range(2)
     ]
-    for t in threads:
-        t.start()
-    time.sleep(rng.uniform(0.4, 1.0))
-    server.kill()
-    stop.set()
-    for t in threads:
-        t.join(timeout=10)
+    consumers = [partial(consumer, server.port, f"c{i}", seen) for i in range(2)]
+    kill_under_load(server, [*producers, *consumers], rng.uniform(0.4, 1.0))
 
 
 def check(server: NaradProcess, seen: Observed) -> None:

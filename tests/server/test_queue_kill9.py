@@ -14,14 +14,14 @@ from __future__ import annotations
 
 import random
 import threading
-import time
 from dataclasses import dataclass, field
+from functools import partial
 from pathlib import Path
 
 import pytest
 import redis
 
-from tests.servers import NaradProcess, wait_until
+from tests.servers import NaradProcess, kill_under_load, wait_until
 
 ROUNDS = 3
 QUEUE, FAN = "jobs", "fanout"
@@ -72,18 +72,11 @@ def consumer(port: int, seen: Observed, stop: threading.Event) -> None:
 
 
 def run_round(server: NaradProcess, seen: Observed, first: int, rng: random.Random) -> None:
-    stop = threading.Event()
-    threads = [
-        threading.Thread(target=producer, args=(server.port, seen, stop, first + i * 10**6))
-        for i in range(2)
-    ] + [threading.Thread(target=consumer, args=(server.port, seen, stop)) for _ in range(2)]
-    for t in threads:
-        t.start()
-    time.sleep(rng.uniform(0.5, 1.5))
-    server.kill()
-    stop.set()
-    for t in threads:
-        t.join(10)
+    producers = [
+        partial(producer, server.port, seen, first=first + i * 10**6) for i in range(2)
+    ]
+    consumers = [partial(consumer, server.port, seen) for _ in range(2)]
+    kill_under_load(server, [*producers, *consumers], rng.uniform(0.5, 1.5))
 
 
 def check(r: redis.Redis, seen: Observed) -> None:
