@@ -160,8 +160,8 @@ class Server:
         for client in writers:
             client.send()
         self.store.remove_doomed()
-        if written and self.queues.subscribed:  # what became committed may now be copied
-            self.schedule_flush()
+        if written and self.queues.subscribed and self.queues.copies_due(written):
+            self.schedule_flush()  # what became committed in a source may now be copied
 
     def _drop_replies(self, clients: list[Client], why: str) -> None:
         """A commit failed: the replies waiting on it must not claim success, so

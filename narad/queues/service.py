@@ -30,7 +30,7 @@ from typing import TYPE_CHECKING, Any
 
 from narad.clock import Clock
 from narad.errors import IDS_EXHAUSTED, CommandError, no_queue
-from narad.log import FLAG_ENTRY, FsyncPolicy, Record, decode_fields
+from narad.log import FLAG_ENTRY, FsyncPolicy, Log, Record, decode_fields
 from narad.queues.queue import (
     IN_FLIGHT,
     Queue,
@@ -370,6 +370,15 @@ class QueueService:
         return sids
 
     # -- fan-out ------------------------------------------------------------------------
+
+    def copies_due(self, written: list[Log]) -> bool:
+        """Whether a commit that wrote `written` committed records that a subscriber
+        copies (forward runs again for them)."""
+        sources = {uid for queue in self.subscribing for uid in queue.subs}
+        return any(
+            (stream := self.store.streams.get(uid)) is not None and stream.data in written
+            for uid in sources
+        )
 
     def forward(self) -> None:
         """Copy what sources committed since the last call into their subscribers."""
