@@ -1,6 +1,6 @@
 """Narad's queues against the same work done with Redis streams, side by side.
 
-    python bench/queues_vs_redis.py [--quick] [--only NAME ...]
+    python bench/queues_vs_redis.py [--quick] [--pin] [--only NAME ...]
 
 - end-to-end (`e2e`): 8 producer and 8 consumer processes. Narad: Q.PUSH, then
   Q.POP COUNT 10 and one Q.ACK per batch. Redis 7.0: XADD, then XREADGROUP COUNT 10
@@ -12,7 +12,9 @@
   with 1M messages popped and not acked; Redis's used_memory growth per pending
   entry for the same (XREADGROUP without XACK), for scale.
 
-Figures print as a Markdown table for bench/README.md. Needs redis-server on the PATH.
+--pin puts each server on the first CPU and the client processes on the others (see
+bench/server_vs_redis.py). Figures print as a Markdown table for bench/README.md.
+Needs redis-server on the PATH.
 """
 
 from __future__ import annotations
@@ -30,7 +32,7 @@ import redis
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
-from bench.server_vs_redis import DurableRedis, rss_anon_kb  # noqa: E402
+from bench.server_vs_redis import DurableRedis, pin, rss_anon_kb  # noqa: E402
 from tests.servers import NaradProcess, ServerProcess  # noqa: E402
 
 PAYLOAD = b"p" * 100
@@ -223,8 +225,11 @@ def row(figure: str, mine: float, theirs: float, target: str, unit: str = "") ->
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--quick", action="store_true")
+    parser.add_argument("--pin", action="store_true", help="servers and clients on separate CPUs")
     parser.add_argument("--only", nargs="*", default=None)
     args = parser.parse_args()
+    if args.pin:
+        pin()
     wanted = set(args.only or ["e2e", "latency", "inflight"])
     per_producer = 1_000 if args.quick else 5_000
     print("| figure | Narad | Redis | Narad / Redis | target |")

@@ -1,11 +1,16 @@
 """Narad against redis-server 7.0, side by side in the same run, as ratios.
 
-    python bench/server_vs_redis.py [--quick] [--only NAME ...]
+    python bench/server_vs_redis.py [--quick] [--pin] [--only NAME ...]
 
 Each figure starts both servers fresh (in temp folders, on free loopback ports) and
 drives them with the same load generator: redis-benchmark for XADD, a Python
 multi-process consumer for XREADGROUP + XACK. Results print as a Markdown table for
 bench/README.md. Needs redis-server, redis-benchmark and redis-cli on the PATH.
+
+With --pin each server runs on the first CPU and the load generator on the others:
+client and server on different cores, as Redis's benchmark guide recommends for
+stable figures. Without it they share the cores, and a figure also measures how much
+CPU the clients leave to the server.
 """
 
 from __future__ import annotations
@@ -15,6 +20,7 @@ import compileall
 import csv
 import io
 import multiprocessing
+import os
 import shutil
 import subprocess
 import sys
@@ -27,9 +33,18 @@ import redis
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
-from tests.servers import NaradProcess, RedisProcess  # noqa: E402
+from tests.servers import NaradProcess, RedisProcess, ServerProcess  # noqa: E402
 
 VALUE = "v" * 100
+
+
+def pin() -> None:
+    """Servers on the first CPU, this process and all it starts on the others."""
+    cpus = sorted(os.sched_getaffinity(0))
+    if len(cpus) < 2:
+        sys.exit("--pin needs at least two CPUs")
+    ServerProcess.cpus = {cpus[0]}
+    os.sched_setaffinity(0, cpus[1:])
 
 
 def narad(folder: Path, fsync: str) -> NaradProcess:
@@ -202,8 +217,11 @@ def row(figure: str, mine: float, theirs: float, target: str) -> None:
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--quick", action="store_true")
+    parser.add_argument("--pin", action="store_true", help="servers and load on separate CPUs")
     parser.add_argument("--only", nargs="*", default=None)
     args = parser.parse_args()
+    if args.pin:
+        pin()
     for tool in ("redis-server", "redis-benchmark"):
         if shutil.which(tool) is None:
             sys.exit(f"{tool} is not installed (apt-get install redis-server redis-tools)")

@@ -571,11 +571,19 @@ class Client(asyncio.Protocol):
         self.last_interaction_s = time.time()
         self.server.stats.net_input_bytes += len(data)
         parser = self.parser
-        if not self.queue and self.protocol_error is None:
+        queue = self.queue
+        if not queue and self.protocol_error is None:
             parser.authenticated = self.authenticated
             batch = parser.feed_whole(data)
             if batch is not None:
-                self.queue.extend(batch)
+                if len(batch) == 1 and self.blocked is None and not self.closing:
+                    # One whole command and nothing else buffered: what run_queued
+                    # would do, without its loop.
+                    self.server.execute(self, batch[0])
+                    if self.skip_current or self.skip_next:
+                        self.skip_current, self.skip_next = self.skip_next, False
+                    return
+                queue.extend(batch)
                 self.run_queued()
                 return
         try:

@@ -57,6 +57,10 @@ def kill_under_load(
 
 
 class ServerProcess:
+    # CPUs every server process runs on (None: wherever the OS puts it). Benchmarks set
+    # it to keep the server off the cores of their load generator.
+    cpus: set[int] | None = None
+
     def __init__(self, folder: Path, extra: list[str] | None = None) -> None:
         self.folder = folder
         self.extra = extra or []
@@ -72,8 +76,14 @@ class ServerProcess:
         self.folder.mkdir(parents=True, exist_ok=True)
         log = open(self.log_path, "ab")  # noqa: SIM115 - handed to the child
         env = {**os.environ, "PYTHONPATH": str(ROOT)}
+        cpus = self.cpus
         self.proc = subprocess.Popen(
-            self.command(), stdout=log, stderr=log, cwd=self.folder, env=env
+            self.command(),
+            stdout=log,
+            stderr=log,
+            cwd=self.folder,
+            env=env,
+            preexec_fn=None if cpus is None else lambda: os.sched_setaffinity(0, cpus),
         )
         log.close()
         wait_until(self._answers, timeout=20, interval=poll_s)

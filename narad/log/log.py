@@ -53,6 +53,9 @@ PROGRESS_BYTES = 256 * 1024 * 1024
 # INTERVAL_BYTES of records) are durable and not in it yet, not at every fsync: the
 # index is a cache, and an open scans the records past its last entry anyway.
 INDEX_WRITE_ENTRIES = 16
+# read_appended decodes at most this many buffered records ahead of the first one it
+# returns; a read further into the write buffer writes it and reads the file.
+BUFFER_SKIP_MAX = 64
 
 
 class FsyncPolicy(enum.Enum):
@@ -677,6 +680,28 @@ class Log:
             last = out[-1]
             seg = self.segments[bisect.bisect_right(self._bases, last.offset) - 1]
             self._read_hint = (last.offset + 1, seg, last.position + last.size)
+        return out
+
+    def read_appended(self, offset: int, count_max: int) -> list[Record]:
+        """`read` that also returns records appended and not yet written (see
+        `write`). Those are decoded from the write buffer, each with the position it
+        will have in the active segment, so that a read of what was just appended
+        (a pop right after a push) costs no write and no file read."""
+        if offset - self._pending_offset > BUFFER_SKIP_MAX:
+            self.write()
+        out = self.read(offset, count_max) if offset < self.written_end else []
+        wanted = count_max - len(out)
+        if wanted <= 0 or not self._pending_records:
+            return out
+        first = out[-1].offset + 1 if out else max(offset, self.start_offset)
+        skip = first - self._pending_offset
+        if skip >= self._pending_records:
+            return out
+        records = format.scan(self._pending, 0, self.active.size, skip + wanted)[0][skip:]
+        if records:
+            last = records[-1]
+            self._read_hint = (last.offset + 1, self.active, last.position + last.size)
+            out += records
         return out
 
     def _batches_from(self, offset: int, end: int, count_hint: int) -> Iterator[list[Record]]:

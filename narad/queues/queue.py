@@ -383,15 +383,15 @@ if _twin is not None:
 
 def read_records(stream: Stream, offsets: Iterable[int]) -> list[Record]:
     """The data records at `offsets` (each present), in the order given, read in
-    runs of consecutive offsets."""
-    stream.readable()
+    runs of consecutive offsets; those appended and not yet written come from the
+    log's write buffer."""
     data = stream.data
     out: list[Record] = []
     run: list[int] = []
 
     def flush() -> None:
         if run:
-            out.extend(data.read(run[0], count_max=len(run)))
+            out.extend(data.read_appended(run[0], len(run)))
             run.clear()
 
     for offset in offsets:
