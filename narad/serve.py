@@ -9,10 +9,12 @@ from __future__ import annotations
 import argparse
 import logging
 import sys
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from typing import TYPE_CHECKING
 
 if TYPE_CHECKING:
+    import asyncio
+
     from narad.config import Config
 
 # Command-line flags that map one-to-one to settings of the same name.
@@ -79,7 +81,7 @@ def setup_logging(config: Config) -> None:
 
 def run(args: argparse.Namespace) -> int:
     # Imported here so that `narad check` and `narad dump` start fast.
-    import anyio
+    import asyncio
 
     import narad.commands  # noqa: F401 - fills the command table
     from narad.config import Config, ConfigError
@@ -96,7 +98,8 @@ def run(args: argparse.Namespace) -> int:
     raise_open_files_limit()
     server = Server(config)
     try:
-        anyio.run(server.serve, backend="asyncio", backend_options={"use_uvloop": _uvloop()})
+        with asyncio.Runner(loop_factory=_loop_factory()) as runner:
+            runner.run(server.serve())
     except DataDirBusy as exc:
         print(f"narad: {exc}", file=sys.stderr)
         return 1
@@ -127,12 +130,13 @@ def raise_open_files_limit() -> None:
     logging.getLogger("narad.server").info("open files limit raised from %d to %d", soft, hard)
 
 
-def _uvloop() -> bool:
+def _loop_factory() -> Callable[[], asyncio.AbstractEventLoop] | None:
+    """uvloop's event loop where it is installed, else asyncio's own."""
     try:
-        import uvloop  # noqa: F401
+        import uvloop
     except ImportError:
-        return False
-    return True
+        return None
+    return uvloop.new_event_loop
 
 
 def main(argv: Sequence[str] | None = None) -> int:
