@@ -25,8 +25,9 @@ from narad.commands.args import parse_int, text
 from narad.commands.table import command, container, help_reply
 from narad.errors import CommandError, no_queue, syntax
 from narad.resp import SimpleString
-from narad.schema import IncompatibleError, Mode, parse_mode
+from narad.schema.errors import IncompatibleError
 from narad.schema.keyspace import key as uid_key
+from narad.schema.modes import Mode, parse_mode
 
 if TYPE_CHECKING:
     from narad.server import Client

@@ -19,9 +19,10 @@ Pure state, like the registry: the store logs the ops and calls `apply`.
 from __future__ import annotations
 
 from collections.abc import Sequence
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-from narad.schema.registry import DROP, Active, Op, Registry
+if TYPE_CHECKING:
+    from narad.schema.registry import Active, Op, Registry
 
 
 def key(uid: int) -> bytes:
@@ -31,7 +32,7 @@ def key(uid: int) -> bytes:
 
 class StreamSchemas:
     def __init__(self) -> None:
-        self.registry = Registry()
+        self._registry: Registry | None = None  # made by the first op (`registry`)
         self.active: dict[int, Active] = {}  # uid -> latest version's validator
         self._stale: set[int] | None = None  # uids to refresh when loading ends
 
@@ -43,6 +44,16 @@ class StreamSchemas:
         for uid in stale:
             self._refresh(uid)
 
+    @property
+    def registry(self) -> Registry:
+        """The registry, made (and the schema engine imported) on first use: a
+        server whose keys have no schema never loads it."""
+        if self._registry is None:
+            from narad.schema.registry import Registry
+
+            self._registry = Registry()
+        return self._registry
+
     def apply(self, op: Sequence[Any]) -> None:
         """Apply one registry op (logged, replayed, or from a snapshot)."""
         self.registry.apply(op)
@@ -51,14 +62,20 @@ class StreamSchemas:
     def forget(self, uid: int) -> None:
         """Stream `uid` is deleted: its schema, versions and mode go with it. No op is
         logged for this: the stream's own delete op implies it."""
-        if self.registry.propose_drop(key(uid)) is not None:
+        if self._registry is None:
+            return  # no schema was ever added
+        from narad.schema.registry import DROP
+
+        if self._registry.propose_drop(key(uid)) is not None:
             self.apply([DROP, key(uid)])
 
     def snapshot(self) -> list[Op]:
-        return self.registry.snapshot()
+        return [] if self._registry is None else self._registry.snapshot()
 
     def restore(self, ops: Sequence[Sequence[Any]]) -> None:
         """Replace everything with the state `ops` (a `snapshot()`) rebuild."""
+        if self._registry is None and not ops:
+            return
         held = self.registry.keys()  # a list: forgetting changes the registry
         for uid in held:
             self.forget(int(uid))

@@ -313,9 +313,18 @@ def test_generated_documents_verdicts_equal_jsonschema(schema: Any, data: st.Dat
 
 
 def test_a_server_without_schemas_loads_no_schema_engine() -> None:
-    """jsonschema, referencing, jsonschema-rs, msgspec and the compatibility checker
-    cost ~50 ms of start-up together: they load on the first schema, not before."""
-    heavy = ["jsonschema", "referencing", "jsonschema_rs", "msgspec", "narad.schema.compat"]
+    """jsonschema, referencing, jsonschema-rs, msgspec, the compatibility checker and
+    the registry cost ~50 ms of start-up together: they load on the first schema, not
+    before."""
+    heavy = [
+        "jsonschema",
+        "referencing",
+        "jsonschema_rs",
+        "msgspec",
+        "narad.schema.compat",
+        "narad.schema.registry",
+        "narad.schema.validate",
+    ]
     code = (
         "import sys, narad.commands, narad.server, narad.store\n"
         f"print([m for m in {heavy!r} if m in sys.modules])\n"
