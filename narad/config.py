@@ -26,9 +26,8 @@ import re
 import tempfile
 import textwrap
 from collections.abc import Callable, Iterable, Sequence
-from dataclasses import dataclass, replace
 from pathlib import Path
-from typing import ClassVar
+from typing import ClassVar, NamedTuple
 
 KB = 1024
 MB = 1024 * KB
@@ -314,14 +313,15 @@ class Kind:
         return [self.show(value)]
 
 
-@dataclass(frozen=True)
 class BoolKind(Kind):
     """yes or no (any case). `only`, when set, is the one value Narad accepts, and
     `why` says why the other is refused."""
 
     label: ClassVar[str] = "bool"
-    only: bool | None = None
-    why: str = ""
+
+    def __init__(self, only: bool | None = None, why: str = "") -> None:
+        self.only = only
+        self.why = why
 
     def parse(self, args: Sequence[str], current: object) -> object:
         text = args[0].lower()
@@ -336,13 +336,14 @@ class BoolKind(Kind):
         return "yes" if value else "no"
 
 
-@dataclass(frozen=True)
 class IntKind(Kind):
     """A whole number between `minimum` and `maximum`, inclusive."""
 
     label: ClassVar[str] = "int"
-    minimum: int = 0
-    maximum: int = LLONG_MAX
+
+    def __init__(self, minimum: int = 0, maximum: int = LLONG_MAX) -> None:
+        self.minimum = minimum
+        self.maximum = maximum
 
     def parse(self, args: Sequence[str], current: object) -> object:
         try:
@@ -361,7 +362,6 @@ class IntKind(Kind):
         return value
 
 
-@dataclass(frozen=True)
 class MemoryKind(IntKind):
     """A byte count with units (512mb, 1gb, 64k); shown as plain bytes by CONFIG GET."""
 
@@ -376,12 +376,13 @@ class MemoryKind(IntKind):
         return [format_memory(value)]
 
 
-@dataclass(frozen=True)
 class EnumKind(Kind):
     """One of `choices` (any case); the value is the choice in lower case."""
 
     label: ClassVar[str] = "enum"
-    choices: tuple[str, ...] = ()
+
+    def __init__(self, choices: tuple[str, ...]) -> None:
+        self.choices = choices
 
     def parse(self, args: Sequence[str], current: object) -> object:
         text = args[0].lower()
@@ -390,7 +391,6 @@ class EnumKind(Kind):
         return text
 
 
-@dataclass(frozen=True)
 class StringKind(Kind):
     """Any text, empty included."""
 
@@ -403,7 +403,6 @@ class StringKind(Kind):
         return [quote(str(value))]
 
 
-@dataclass(frozen=True)
 class BindKind(Kind):
     """Addresses to listen on; the value is them joined by single spaces.
 
@@ -427,7 +426,6 @@ class BindKind(Kind):
 _SAVE_NUMBER = re.compile(r"[ \t\n\v\f\r]*[+-]?[0-9]+")
 
 
-@dataclass(frozen=True)
 class SaveKind(Kind):
     """Redis's `save <seconds> <changes> ...`: pairs with seconds >= 1, changes >= 0.
 
@@ -463,8 +461,7 @@ class SaveKind(Kind):
         return pairs or ['""']
 
 
-@dataclass(frozen=True)
-class BufferLimit:
+class BufferLimit(NamedTuple):
     """Output buffer limits of one client class; 0 turns a limit off."""
 
     hard_bytes: int  # disconnect as soon as the pending output passes this
@@ -472,29 +469,25 @@ class BufferLimit:
     soft_seconds: int  # ... for this many seconds in a row
 
 
-@dataclass(frozen=True)
-class OutputBufferLimits:
+class OutputBufferLimits(NamedTuple):
     """The value of client-output-buffer-limit: one BufferLimit per client class."""
 
     normal: BufferLimit
     replica: BufferLimit
     pubsub: BufferLimit
 
-    CLASSES: ClassVar[tuple[str, ...]] = ("normal", "replica", "pubsub")
-
     @property
     def normal_hard_bytes(self) -> int:
         return self.normal.hard_bytes
 
     def limits(self) -> list[tuple[str, BufferLimit]]:
-        return [(name, getattr(self, name)) for name in self.CLASSES]
+        return list(zip(self._fields, self, strict=True))
 
 
 _BUFFER_CLASSES = {"normal": "normal", "replica": "replica", "slave": "replica", "pubsub": "pubsub"}
 _SECONDS = re.compile(r"[ \t\n\v\f\r]*[+-]?[0-9]+")
 
 
-@dataclass(frozen=True)
 class BufferLimitKind(Kind):
     """Redis's `<class> <hard> <soft> <soft-seconds>` groups, for any of the classes
     normal, replica (or slave), pubsub; classes not named keep their limits. CONFIG
@@ -513,7 +506,7 @@ class BufferLimitKind(Kind):
             if name is None:
                 raise BadValue("Invalid client class specified in buffer limit configuration.")
             changes[name] = self._limit(args[i + 1 : i + 4])
-        return replace(current, **changes)
+        return current._replace(**changes)
 
     @staticmethod
     def _limit(args: Sequence[str]) -> BufferLimit:
@@ -549,8 +542,7 @@ class BufferLimitKind(Kind):
 # -- The table --------------------------------------------------------------------------
 
 
-@dataclass(frozen=True)
-class Setting:
+class Setting(NamedTuple):
     """One setting. `default` is the typed value; `mutable` False means CONFIG SET
     refuses it ("can't set immutable config"); `sensitive` values (passwords) must
     not be logged; `doc` is one line for conf/narad.conf."""
@@ -734,8 +726,7 @@ def lookup(name: str) -> Setting | None:
 # -- Config -----------------------------------------------------------------------------
 
 
-@dataclass
-class _Where:
+class _Where(NamedTuple):
     """Where a setting line came from, for error texts."""
 
     heading: str  # "Reading the configuration file conf/narad.conf, at line 3"
