@@ -1,7 +1,8 @@
 """The server: connections, auth, limits, blocking, replies. The only socket I/O.
 
 The hot path sits directly on the event loop's transport/protocol API (one Client per
-connection); anyio runs everything around it (startup, signals, shutdown).
+connection); `Server.serve` runs on asyncio's runner with uvloop's loop where present
+(narad/serve.py), and anyio's APIs work inside it for work that wants task groups.
 
 The commit barrier, the rule that makes replies honest about durability:
 every command parsed in an event-loop iteration runs at once and encodes its reply
