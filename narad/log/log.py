@@ -28,8 +28,8 @@ import os
 import threading
 import time
 from collections.abc import Callable, Iterator, Sequence
-from dataclasses import dataclass
 from pathlib import Path
+from typing import NamedTuple
 
 from narad.log import checkpoint, format
 from narad.log.checkpoint import fsync_dir
@@ -64,8 +64,7 @@ class FsyncPolicy(enum.Enum):
     NO = "no"  # never fsync on the write path; the OS decides
 
 
-@dataclass(frozen=True)
-class LogConfig:
+class LogConfig(NamedTuple):
     segment_bytes: int = 64 * 1024 * 1024  # roll before a segment passes this size
     segment_ms: int = 7 * 24 * 3600 * 1000  # roll when the first record is older (0: never)
     retention_ms: int = 0  # delete sealed segments whose newest record is older (0: keep)

@@ -22,7 +22,6 @@ leave only after the commit that makes their ops durable.
 
 from __future__ import annotations
 
-import dataclasses
 import logging
 from collections.abc import Iterator
 from dataclasses import dataclass, field
@@ -125,8 +124,7 @@ class QueueService:
         data = queue.stream.data
         base = self.store.log_config()
         s = queue.settings
-        data.config = dataclasses.replace(
-            data.config,
+        data.config = data.config._replace(
             retention_ms=s.retention or base.retention_ms,
             retention_bytes=s.maxbytes or base.retention_bytes,
         )

@@ -58,7 +58,7 @@ import itertools
 import time
 from collections.abc import Iterator
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, NamedTuple
 
 from narad.log import decode_fields
 from narad.streams import ids
@@ -444,8 +444,7 @@ def _apply_claim(stream: Stream, op: list[Any]) -> None:
 # -- the stream's counters: read counter and lag as Redis 7.0 estimates them ---------------
 
 
-@dataclass(frozen=True)
-class Counters:
+class Counters(NamedTuple):
     """What the read-counter rules need from a stream, taken once per command."""
 
     length: int
