@@ -174,7 +174,8 @@ class Server:
 
     def wants_send(self, client: Client) -> None:
         self._writers[client] = None
-        self.schedule_flush()
+        if not self._flush_scheduled:
+            self.schedule_flush()
 
     # -- executing commands ---------------------------------------------------------------
 
@@ -222,8 +223,9 @@ class Server:
         if run is None:
             return False
         count = len(run)
-        for _ in range(count - 1):
-            queue.popleft()
+        if count > 1:
+            for _ in range(count - 1):
+                queue.popleft()
         usec = (time.perf_counter_ns() - start) // 1000
         client.last_command = cmd.name
         cmd.calls += count
