@@ -686,7 +686,7 @@ class Log:
         `write`). Those are decoded from the write buffer, each with the position it
         will have in the active segment, so that a read of what was just appended
         (a pop right after a push) costs no write and no file read."""
-        if offset - self._pending_offset > BUFFER_SKIP_MAX:
+        if self._pending_records and offset - self._pending_offset > BUFFER_SKIP_MAX:
             self.write()
         out = self.read(offset, count_max) if offset < self.written_end else []
         wanted = count_max - len(out)
