@@ -208,7 +208,7 @@ def xadd_run(
         run.append(more)
     ms = time.time_ns() // 1_000_000
     sid = ms << 64 if ms > last >> 64 else last + 1
-    stream.add_run(sid, run, 3)
+    stream.add_run(sid, run, 3, ms)
     client.server.key_written(client.db, key)
     encode_ids_into(client.out, sid >> 64, sid & ids.SEQ_MASK, len(run))
     return run

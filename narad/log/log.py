@@ -403,13 +403,20 @@ class Log:
         return offset
 
     def append_entries(
-        self, argvs: Sequence[Sequence[bytes]], first: int, id_ms: int, id_seq: int, flags: int
+        self,
+        argvs: Sequence[Sequence[bytes]],
+        first: int,
+        id_ms: int,
+        id_seq: int,
+        flags: int,
+        timestamp_ms: int | None = None,
     ) -> int:
         """Buffer one record per argv of `argvs`, its payload the entry
         `encode_fields(argv[first:])`, with stream IDs counting up from (id_ms,
         id_seq); return the first one's offset. The records, bytes and bookkeeping
-        are exactly those of `append` called once per argv at one clock reading; the
-        hot path of pipelined produces, one call for a run of them.
+        are exactly those of `append` called once per argv at one clock reading
+        (`timestamp_ms`, else the log's clock); the hot path of produces, one call
+        for a run of them.
         """
         if self.failure is not None:
             raise LogFailed(self.failure)
@@ -418,7 +425,7 @@ class Log:
             return self.next_offset
         if (id_ms, id_seq) < self.last_id:
             raise ValueError(f"stream ID {id_ms}-{id_seq} is below the log's last {self.last_id}")
-        ts = self.clock()
+        ts = self.clock() if timestamp_ms is None else timestamp_ms
         if ts < self.last_timestamp_ms:
             ts = self.last_timestamp_ms
         pending = self._pending
@@ -450,8 +457,11 @@ class Log:
         if seg.next_offset == seg.base_offset:
             seg.first_timestamp_ms = ts
         seg.next_offset = offset + count
-        last = (id_ms << 64 | id_seq) + count - 1
-        self.last_id = (last >> 64, last & format.U64_MAX)
+        if count == 1:
+            self.last_id = (id_ms, id_seq)
+        else:
+            last = (id_ms << 64 | id_seq) + count - 1
+            self.last_id = (last >> 64, last & format.U64_MAX)
         self.last_timestamp_ms = ts
         return offset
 

@@ -180,12 +180,15 @@ class Stream:
         self.last_id = sid
         return offset
 
-    def add_run(self, sid: int, argvs: Sequence[Sequence[bytes]], first: int) -> None:
+    def add_run(
+        self, sid: int, argvs: Sequence[Sequence[bytes]], first: int, now_ms: int | None = None
+    ) -> None:
         """Append one entry per argv, its fields `argv[first:]`, with IDs counting up
         from `sid` (validated as above the last ID, the last one at most ID_MAX):
-        the same as `add` once per argv, with one log append."""
+        the same as `add` once per argv, with one log append. `now_ms`, when given,
+        is the clock reading the IDs came from, and becomes the records' timestamp."""
         data = self.data
-        data.append_entries(argvs, first, sid >> 64, sid & ids.SEQ_MASK, FLAG_ENTRY)
+        data.append_entries(argvs, first, sid >> 64, sid & ids.SEQ_MASK, FLAG_ENTRY, now_ms)
         self._note(data)
         self.last_id = sid + len(argvs) - 1
 

@@ -636,6 +636,18 @@ def test_append_entries_is_append_per_entry(
     one.close()
 
 
+def test_append_entries_takes_the_callers_clock_reading(tmp_path: Path) -> None:
+    """A given `timestamp_ms` stamps the run's records instead of the log's clock, and
+    never moves the log's timestamps back (as `append` with one)."""
+    log = Log.open(tmp_path / "l", SMALL, clock=Clock(1_000_000))
+    log.append_entries([[b"f", b"v"]], 0, 1, 0, format.FLAG_ENTRY, timestamp_ms=2_000_000)
+    log.append_entries([[b"f", b"v"]] * 2, 0, 2, 0, format.FLAG_ENTRY, timestamp_ms=1_500_000)
+    log.append_entries([[b"f", b"v"]], 0, 3, 0, format.FLAG_ENTRY)
+    assert [r[3] for r in entries_of(log)] == [2_000_000] * 4
+    assert log.last_id == (3, 0) and log.last_timestamp_ms == 2_000_000
+    log.close()
+
+
 def test_append_entries_on_a_failed_log_raises(tmp_path: Path) -> None:
     log = Log.open(tmp_path / "l", SMALL)
     log.failure = "broken"
