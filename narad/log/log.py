@@ -53,8 +53,8 @@ PROGRESS_BYTES = 256 * 1024 * 1024
 # INTERVAL_BYTES of records) are durable and not in it yet, not at every fsync: the
 # index is a cache, and an open scans the records past its last entry anyway.
 INDEX_WRITE_ENTRIES = 16
-# read_appended decodes at most this many buffered records ahead of the first one it
-# returns; a read further into the write buffer writes it and reads the file.
+# read_with_buffer decodes at most this many buffered records ahead of the first one
+# it returns; a read further into the write buffer writes it and reads the file.
 BUFFER_SKIP_MAX = 64
 
 
@@ -691,11 +691,12 @@ class Log:
             self._read_hint = (last.offset + 1, seg, last.position + last.size)
         return out
 
-    def read_appended(self, offset: int, count_max: int) -> list[Record]:
-        """`read` that also returns records appended and not yet written (see
-        `write`). Those are decoded from the write buffer, each with the position it
-        will have in the active segment, so that a read of what was just appended
-        (a pop right after a push) costs no write and no file read."""
+    def read_with_buffer(self, offset: int, count_max: int) -> list[Record]:
+        """`read`, and past `written_end` the records still buffered by `append`
+        (not yet appended to the file: see `write`), decoded from the write buffer
+        with the positions they will have in the active segment. A read of what was
+        just buffered (a pop right after a push) then costs no write and no file read;
+        its reply still waits for the commit that appends it (docs/durability.md)."""
         if self._pending_records and offset - self._pending_offset > BUFFER_SKIP_MAX:
             self.write()
         out = self.read(offset, count_max) if offset < self.written_end else []

@@ -383,7 +383,7 @@ if _twin is not None:
 
 def read_records(stream: Stream, offsets: Iterable[int]) -> list[Record]:
     """The data records at `offsets` (each present), in the order given, read in
-    runs of consecutive offsets; those appended and not yet written come from the
+    runs of consecutive offsets; those not yet appended to the file come from the
     log's write buffer."""
     data = stream.data
     out: list[Record] = []
@@ -391,7 +391,7 @@ def read_records(stream: Stream, offsets: Iterable[int]) -> list[Record]:
 
     def flush() -> None:
         if run:
-            out.extend(data.read_appended(run[0], len(run)))
+            out.extend(data.read_with_buffer(run[0], len(run)))
             run.clear()
 
     for offset in offsets:

@@ -413,8 +413,8 @@ def test_reads_that_follow_on_match_fresh_reads(tmp_path: Path) -> None:
     log.close()
 
 
-def test_read_appended_sees_buffered_records_as_written_ones(tmp_path: Path) -> None:
-    """Records appended and not yet written read back from the write buffer exactly as
+def test_read_with_buffer_sees_buffered_records_as_written_ones(tmp_path: Path) -> None:
+    """Records buffered and not yet written read back from the write buffer exactly as
     the file gives them once written, positions included: alone, after written ones,
     and far into the buffer (which is written first). Reads that follow on from them
     match fresh reads too."""
@@ -423,9 +423,9 @@ def test_read_appended_sees_buffered_records_as_written_ones(tmp_path: Path) -> 
     for i in range(20, 200):
         log.append(payload(i), 1 + i, 0, format.FLAG_ENTRY)
     cases = [(15, 10), (20, 5), (25, 3), (24, 1), (60, 5), (84, 200)]
-    buffered = [log.read_appended(offset, count) for offset, count in cases]
+    buffered = [log.read_with_buffer(offset, count) for offset, count in cases]
     assert log.written_end == 20  # none of these wrote the buffer
-    far = log.read_appended(150, 3)
+    far = log.read_with_buffer(150, 3)
     assert log.written_end == 200 and offsets(far) == [150, 151, 152]
     followed = log.read(153, count_max=2)
     log = reopen(log)
