@@ -582,9 +582,7 @@ class Client(asyncio.Protocol):
                 if len(batch) == 1 and self.blocked is None and not self.closing:
                     # One whole command and nothing else buffered: what run_queued
                     # would do, without its loop.
-                    self.server.execute(self, batch[0])
-                    if self.skip_current or self.skip_next:
-                        self.skip_current, self.skip_next = self.skip_next, False
+                    self._execute(batch[0])
                     return
                 queue.extend(batch)
                 self.run_queued()
@@ -612,7 +610,6 @@ class Client(asyncio.Protocol):
         """Run parsed commands in order until one blocks, the client closes, or the
         input is used up. Parsing is lazy, so that AUTH lifts the pre-auth limits
         for the commands after it."""
-        server = self.server
         queue = self.queue
         while self.blocked is None and not self.closing:
             if not queue and (
@@ -621,9 +618,7 @@ class Client(asyncio.Protocol):
                 or not self._next_batch()
             ):
                 break
-            server.execute(self, queue.popleft())
-            if self.skip_current or self.skip_next:
-                self.skip_current, self.skip_next = self.skip_next, False
+            self._execute(queue.popleft())
         if (
             self.protocol_error is not None
             and not self.queue
@@ -632,6 +627,12 @@ class Client(asyncio.Protocol):
         ):
             self.reply(ErrorReply("ERR", self.protocol_error))
             self.close_after_reply()
+
+    def _execute(self, argv: list[bytes]) -> None:
+        """Run one command; a CLIENT REPLY SKIP it set applies to the next one."""
+        self.server.execute(self, argv)
+        if self.skip_current or self.skip_next:
+            self.skip_current, self.skip_next = self.skip_next, False
 
     def connection_lost(self, exc: Exception | None) -> None:
         self.closing = True
