@@ -11,6 +11,14 @@ clients whose keys changed, then commits every log written in the iteration (one
 write and, under `fsync always`, one fsync per log: group commit), and only then
 hands every output buffer to its transport. So no reply, to any client, leaves before
 the data it reports or depends on is committed (docs/durability.md).
+
+Deferred writes: a plain `XADD key * field value ...` may be held back (`deferred`)
+and applied together with the plain XADDs of other clients to the same stream, as
+one log append (narad/commands/streams.py, `DeferredAdds`). The rule that keeps this
+invisible: `settle()` applies them before anything else runs that could see or
+change their stream: every other command, the end of the iteration (`_flush`), the
+once-a-second upkeep and the queues' timers. So every command still sees the effects
+of all commands that arrived before it, and each client's replies stay in order.
 """
 
 from __future__ import annotations
@@ -24,7 +32,7 @@ import time
 from collections import Counter, deque
 from collections.abc import Callable, Hashable
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, Protocol
 
 from narad import errors
 from narad.commands.table import LOOKUP, RUN_REPLY_BYTES_MAX, Command, all_commands
@@ -40,6 +48,7 @@ from narad.resp import (
     RequestParser,
     encode_into,
 )
+from narad.resp.encoder import encode_ids_into
 from narad.store import Store
 
 logger = logging.getLogger("narad.server")
@@ -49,6 +58,11 @@ MULTI_IMMEDIATE = frozenset({b"exec", b"discard", b"multi", b"watch", b"quit", b
 QUEUED = object()  # the reply marker for a queued command
 CRON_INTERVAL_S = 1.0
 NO_REPLY = object()  # a handler's answer when nothing is to be sent (CLIENT REPLY OFF)
+
+
+class Deferred(Protocol):
+    def apply(self) -> None:
+        """Apply the held-back writes and encode their replies."""
 
 
 @dataclass
@@ -111,6 +125,7 @@ class Server:
         self.signaled: set[tuple[int, bytes]] = set()
         self._writers: dict[Client, None] = {}
         self._flush_scheduled = False
+        self.deferred: Deferred | None = None  # writes held back until `settle`
         self._next_client_id = 1
         self.loop: asyncio.AbstractEventLoop | None = None
         self.shutdown_requested: asyncio.Event | None = None
@@ -140,6 +155,8 @@ class Server:
         """The end of an event-loop iteration: serve blocked clients, write every log
         touched, and release the replies once what they depend on is committed."""
         self._flush_scheduled = False
+        if self.deferred is not None:
+            self.settle()
         queues = self.queues
         if queues.to_serve or queues.subscribed:
             queues.serve()
@@ -172,6 +189,12 @@ class Server:
             client.out.clear()
             client.close()
 
+    def settle(self) -> None:
+        """Apply the writes held back in `deferred` (see the module doc)."""
+        deferred, self.deferred = self.deferred, None
+        if deferred is not None:
+            deferred.apply()
+
     def wants_send(self, client: Client) -> None:
         self._writers[client] = None
         if not self._flush_scheduled:
@@ -192,11 +215,15 @@ class Server:
         ):
             if cmd.run is not None and self._run(client, cmd, argv):
                 return
+            if self.deferred is not None:
+                self.settle()
             try:
                 self.call(client, cmd, argv)
             except CommandError as exc:
                 client.reply_error(exc)
             return
+        if self.deferred is not None:
+            self.settle()
         self._execute_checked(client, argv, cmd)
 
     def _run(self, client: Client, cmd: Command, argv: list[bytes]) -> bool:
@@ -406,6 +433,7 @@ class Server:
         """Once a second: store upkeep, and idle clients past `timeout` closed."""
         assert self.loop is not None
         self._cron_handle = self.loop.call_later(CRON_INTERVAL_S, self._cron)
+        self.settle()
         try:
             self.store.maintain()
         except LogFailed as exc:
@@ -661,6 +689,16 @@ class Client(asyncio.Protocol):
             out += b"+QUEUED\r\n"
         else:
             encode_into(out, value, self.protocol)
+        limit = self.server.output_limit_bytes
+        if limit and len(out) > limit:
+            self._over_output_limit()
+
+    def reply_ids(self, ms: int, seq: int, count: int) -> None:
+        """The replies of `count` XADDs: the consecutive stream IDs from (ms, seq)."""
+        out = self.out
+        if not out:
+            self.server.wants_send(self)
+        encode_ids_into(out, ms, seq, count)
         limit = self.server.output_limit_bytes
         if limit and len(out) > limit:
             self._over_output_limit()

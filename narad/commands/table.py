@@ -24,7 +24,10 @@ Handler = Callable[["Client", list[bytes]], Any]
 # A run handler takes a command and the ones queued after it that it can answer in
 # one go: run(client, argv, queued) runs them, writes their replies to client.out
 # and returns the argvs it ran (argv first), or returns None with nothing done (the
-# general path then runs argv). Its reply to one command is at most
+# general path then runs argv). It may instead hold the writes back in
+# `server.deferred` (narad/server.py, "Deferred writes"), whose `apply` then makes
+# them and writes the replies; a run handler that finds other writes held back there
+# settles them first unless it joins them. Its reply to one command is at most
 # RUN_REPLY_BYTES_MAX bytes (the caller bounds the output buffer with it).
 RUN_REPLY_BYTES_MAX = 48
 RunHandler = Callable[["Client", list[bytes], "deque[list[bytes]]"], "list[list[bytes]] | None"]

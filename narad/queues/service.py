@@ -259,6 +259,7 @@ class QueueService:
     def tick(self) -> None:
         """Deadlines and delays due now take effect in every queue."""
         self._timer = None
+        self.server.settle()
         now = self.clock.now_ms()
         earliest = None
         for queue in list(self.queues()):

@@ -9,53 +9,26 @@ from __future__ import annotations
 
 import asyncio
 import os
-import socket
 from pathlib import Path
 
-from narad.config import Config
 from narad.log import Log, LogConfig
-from narad.server import Client, Server
+from tests.server.inprocess import connect, open_server, reply
 
 XADD = b"*5\r\n$4\r\nXADD\r\n$1\r\ns\r\n$1\r\n*\r\n$1\r\nf\r\n$1\r\nv\r\n"
 
 
-async def _connect(server: Server) -> socket.socket:
-    """A client connection to `server`; the test's end of it."""
-    ours, theirs = socket.socketpair()
-    ours.setblocking(False)
-    assert server.loop is not None
-    await server.loop.connect_accepted_socket(lambda: Client(server), theirs)
-    return ours
-
-
-async def _reply(sock: socket.socket) -> bytes:
-    """What the server sends before it goes quiet for 0.2 s or closes."""
-    loop = asyncio.get_running_loop()
-    out = b""
-    while True:
-        try:
-            chunk = await asyncio.wait_for(loop.sock_recv(sock, 4096), 0.2)
-        except TimeoutError:
-            return out
-        if not chunk:
-            return out + b"<closed>"
-        out += chunk
-
-
 async def _scenario(folder: Path) -> tuple[bytes, bytes, bytes, int]:
-    server = Server(Config.load(None, [("dir", str(folder))]))
-    server.loop = asyncio.get_running_loop()
-    server.store.open(server)
-    first = await _connect(server)
+    server = open_server(folder)
+    first = await connect(server)
     await server.loop.sock_sendall(first, XADD)
-    committed = await _reply(first)
+    committed = await reply(first)
     data = server.store.get(0, b"s").data  # type: ignore[union-attr]
     os.close(data.active.fd)  # the next write of this log meets EBADF
     await server.loop.sock_sendall(first, XADD)
-    failed = await _reply(first)
-    later = await _connect(server)  # may get the closed descriptor's number
+    failed = await reply(first)
+    later = await connect(server)  # may get the closed descriptor's number
     await server.loop.sock_sendall(later, XADD)
-    refused = await _reply(later)
+    refused = await reply(later)
     data.active.fd = -1  # closed above: closing it again could close the socket
     for sock in (first, later):
         sock.close()
