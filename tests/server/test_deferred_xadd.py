@@ -6,16 +6,22 @@ replies come in the order of its commands.
 Several clients' requests must land in one loop iteration, so the server runs in
 this process (tests/server/inprocess.py): the test writes all of them, then yields.
 Each scenario also checks that they did share one iteration (one commit), or it
-would prove nothing."""
+would prove nothing. The scenarios check exact IDs and orders; the property test at
+the end checks that any mix of stream and key commands from several clients, sent
+in one iteration, gets the replies it gets one command per iteration."""
 
 from __future__ import annotations
 
 import asyncio
+import re
 import socket
+import tempfile
 from pathlib import Path
 from typing import Any
 
 import hiredis
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
 
 from narad.server import Server
 from tests.server.inprocess import connect, open_server, reply
@@ -142,3 +148,103 @@ async def _blocked_reader(folder: Path) -> None:
 
 def test_a_blocked_reader_gets_every_add_of_the_iteration(tmp_path: Path) -> None:
     asyncio.run(_blocked_reader(tmp_path))
+
+
+# -- any mix of commands in one iteration answers as one command per iteration ---------
+
+def _on_a_key(*template: str) -> st.SearchStrategy[tuple[str, ...]]:
+    """`template` with its "KEY" replaced by one of the test's two stream keys."""
+    return st.sampled_from(("s1", "s2")).map(
+        lambda key: tuple(key if arg == "KEY" else arg for arg in template)
+    )
+
+
+COMMAND_ST = st.one_of(
+    _on_a_key("XADD", "KEY", "*", "f", "v"),
+    _on_a_key("XADD", "KEY", "*", "a", "1", "b", "v"),
+    _on_a_key("XADD", "KEY", "MAXLEN", "3", "*", "f", "v"),
+    _on_a_key("XADD", "KEY", "NOMKSTREAM", "*", "f", "v"),
+    _on_a_key("XLEN", "KEY"),
+    _on_a_key("XRANGE", "KEY", "-", "+"),
+    _on_a_key("XTRIM", "KEY", "MAXLEN", "2"),
+    _on_a_key("XINFO", "STREAM", "KEY"),
+    _on_a_key("DEL", "KEY"),
+    _on_a_key("EXISTS", "KEY"),
+    st.just(("RENAME", "s1", "s2")),
+)
+SCRIPT_ST = st.lists(st.tuples(st.integers(0, 3), COMMAND_ST), min_size=1, max_size=30)
+
+
+async def _read(sock: socket.socket, reader: hiredis.Reader, count: int) -> list[Any]:
+    loop = asyncio.get_running_loop()
+    out: list[Any] = []
+    while len(out) < count:
+        value = reader.gets()
+        if value is False:
+            data = await asyncio.wait_for(loop.sock_recv(sock, 65536), 5)
+            assert data, "closed by the server"
+            reader.feed(data)
+        else:
+            out.append(value)
+    return out
+
+
+def _by_client(script: list[tuple[int, tuple[str, ...]]]) -> dict[int, list[tuple[str, ...]]]:
+    """Each client's commands in order, the clients in the order they first appear:
+    the order the server runs them in when each client's commands arrive at once.
+    Each value written is made unique ("v" becomes "v<n>"), so that reads show which
+    entry is where."""
+    grouped: dict[int, list[tuple[str, ...]]] = {}
+    for n, (who, cmd) in enumerate(script):
+        grouped.setdefault(who, []).append(tuple(f"v{n}" if a == "v" else a for a in cmd))
+    return grouped
+
+
+def _ids_masked(value: Any) -> Any:
+    """`value` with every stream ID masked: IDs come from the clock, so two runs can
+    agree on the entries and their order, not on the IDs' values (the scenarios
+    above check the values)."""
+    if isinstance(value, list):
+        return [_ids_masked(item) for item in value]
+    if isinstance(value, bytes) and re.fullmatch(rb"\d+-\d+", value) and value != b"0-0":
+        return b"<id>"
+    if isinstance(value, hiredis.ReplyError):
+        return ("error", str(value))
+    return value
+
+
+async def _run_script(
+    folder: Path, grouped: dict[int, list[tuple[str, ...]]], together: bool
+) -> dict[int, list[Any]]:
+    server = open_server(folder)
+    socks = {who: await connect(server) for who in grouped}
+    readers = {who: hiredis.Reader() for who in grouped}
+    replies: dict[int, list[Any]] = {}
+    if together:  # every client's commands in one loop iteration
+        commits = _commits(server)
+        for who, commands in grouped.items():
+            _send(socks[who], *commands)
+        for who, commands in grouped.items():
+            replies[who] = await _read(socks[who], readers[who], len(commands))
+        assert _commits(server) <= commits + 1
+    else:  # one command per iteration, in the same order
+        for who, commands in grouped.items():
+            replies[who] = []
+            for command in commands:
+                _send(socks[who], command)
+                replies[who] += await _read(socks[who], readers[who], 1)
+    _close(server, list(socks.values()))
+    return replies
+
+
+@settings(max_examples=60, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(script=SCRIPT_ST)
+def test_commands_of_one_iteration_answer_as_one_per_iteration(
+    script: list[tuple[int, tuple[str, ...]]],
+) -> None:
+    grouped = _by_client(script)
+    with tempfile.TemporaryDirectory() as tmp:
+        together = asyncio.run(_run_script(Path(tmp) / "together", grouped, True))
+        alone = asyncio.run(_run_script(Path(tmp) / "alone", grouped, False))
+    for who in grouped:
+        assert _ids_masked(together[who]) == _ids_masked(alone[who]), who
