@@ -12,10 +12,10 @@ write and, under `fsync always`, one fsync per log: group commit), and only then
 hands every output buffer to its transport. So no reply, to any client, leaves before
 the data it reports or depends on is committed (docs/durability.md).
 
-Deferred writes: a plain `XADD key * field value ...` may be held back (`deferred`)
-and applied together with the plain XADDs of other clients to the same stream, as
-one log append (narad/commands/streams.py, `DeferredAdds`). The rule that keeps this
-invisible: `settle()` applies them before anything else runs that could see or
+Deferred writes: a plain `XADD key * field value ...` or `Q.PUSH queue payload` may
+be held back (`deferred`) and applied together with the like appends of other
+clients to the same stream, as one log append (narad/commands/deferred.py). The
+rule that keeps this invisible: `settle()` applies them before anything else runs that could see or
 change their stream: every other command, the end of the iteration (`_flush`), the
 once-a-second upkeep and the queues' timers. So every command still sees the effects
 of all commands that arrived before it, and each client's replies stay in order.
@@ -694,7 +694,8 @@ class Client(asyncio.Protocol):
             self._over_output_limit()
 
     def reply_ids(self, ms: int, seq: int, count: int) -> None:
-        """The replies of `count` XADDs: the consecutive stream IDs from (ms, seq)."""
+        """The replies of `count` commands that each appended one entry: their
+        consecutive stream IDs from (ms, seq)."""
         out = self.out
         if not out:
             self.server.wants_send(self)

@@ -8,12 +8,14 @@ are the server's part (narad/queues/service.py).
 
 from __future__ import annotations
 
+from collections import deque
 from typing import TYPE_CHECKING, Any
 
 from narad.commands.args import parse_int, parse_timeout_ms
+from narad.commands.deferred import defer_entries
 from narad.commands.keys import glob_match
 from narad.commands.schema import check_payloads
-from narad.commands.table import command
+from narad.commands.table import COMMANDS, command
 from narad.errors import CommandError, no_queue, syntax, wrong_arity
 from narad.queues.queue import MAX_RECEIVES, MAX_VISIBILITY_MS, Queue, Settings
 from narad.queues.service import messages_reply, settings_reply
@@ -236,6 +238,44 @@ def q_push(client: Client, args: list[bytes]) -> Any:
     if len(sids) == 1:
         return ids.fmt(sids[0])
     return [ids.fmt(sid) for sid in sids]
+
+
+def q_push_run(
+    client: Client, argv: list[bytes], queued: deque[list[bytes]]
+) -> list[list[bytes]] | None:
+    """Pipelined `Q.PUSH queue payload` (one payload, no options): `argv` and the
+    like Q.PUSHes queued right after it to the same queue, held back with the like
+    appends of other clients to that queue and applied with them as one log append
+    (narad/commands/deferred.py); the same messages, IDs and replies as `q_push`
+    one by one. Returns the argvs taken; None (nothing done) for any other form, a
+    queue that delays its messages or has a schema, which `q_push` answers."""
+    if len(argv) != 3:
+        return None
+    key = argv[1]
+    store = client.server.store
+    stream = store.dbs[client.db].get(key)
+    if (
+        stream is None
+        or stream.queue is None
+        or stream.queue.settings.delay
+        or stream.uid in store.validators
+        or stream.data.failure is not None
+        or stream.last_id >> 64 == ids.U64_MAX
+    ):
+        return None
+    run = [argv]
+    name = argv[0]
+    for more in queued:
+        if len(more) != 3 or more[0] != name or more[1] != key:
+            break
+        run.append(more)
+    # Each message is the entry `payload <payload>`: its fields from FIELDS_FROM on.
+    defer_entries(client, Q_PUSH, stream, [[b"", b"", b"", b"payload", a[2]] for a in run])
+    return run
+
+
+Q_PUSH = COMMANDS[b"q.push"]
+Q_PUSH.run = q_push_run
 
 
 # -- consuming ----------------------------------------------------------------------------

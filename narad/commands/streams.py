@@ -13,16 +13,16 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
 from narad.commands.args import parse_int, parse_timeout_ms
+from narad.commands.deferred import defer_entries
 from narad.commands.schema import check_entry
 from narad.commands.table import COMMANDS, command
 from narad.errors import IDS_EXHAUSTED, CommandError, syntax, wrong_arity
-from narad.log import LogFailed
 from narad.resp import NullArray
 from narad.streams import ids
 from narad.streams.stream import Entry, Stream
 
 if TYPE_CHECKING:
-    from narad.server import Client, Server
+    from narad.server import Client
 
 
 def now_ms() -> int:
@@ -179,16 +179,15 @@ def xadd_run(
     client: Client, argv: list[bytes], queued: deque[list[bytes]]
 ) -> list[list[bytes]] | None:
     """Pipelined `XADD key * field value ...` on an existing stream: `argv` and the
-    XADDs queued right after it to the same key in the same form, held back in a
-    `DeferredAdds` with the like XADDs of other clients to that stream, and applied
-    with them as one log append; the same entries, IDs and replies as running them
-    one by one within one millisecond. Returns the argvs taken; None (nothing done)
-    for any other form, which the general handler answers."""
+    XADDs queued right after it to the same key in the same form, held back with
+    the like appends of other clients to that stream and applied with them as one
+    log append (narad/commands/deferred.py); the same entries, IDs and replies as
+    running them one by one within one millisecond. Returns the argvs taken; None
+    (nothing done) for any other form, which the general handler answers."""
     key = argv[1]
     if argv[2] != b"*" or not len(argv) & 1:
         return None
-    server = client.server
-    store = server.store
+    store = client.server.store
     stream = store.dbs[client.db].get(key)
     if (
         stream is None
@@ -209,57 +208,8 @@ def xadd_run(
         ):
             break
         run.append(more)
-    deferred = server.deferred
-    if not (isinstance(deferred, DeferredAdds) and deferred.stream is stream):
-        server.settle()
-        deferred = server.deferred = DeferredAdds(server, client.db, key, stream)
-    deferred.add(client, run)
+    defer_entries(client, XADD, stream, run)
     return run
-
-
-class DeferredAdds:
-    """Plain XADDs to one stream, from any clients, held back until `Server.settle`
-    applies them (narad/server.py, "Deferred writes"): one clock reading, one log
-    append for all, then each client's IDs as its replies, in the order the XADDs
-    came. Held back, they are not yet in the stream; nothing can tell, since
-    everything that could look settles first. Whether the stream's IDs are near
-    their end was checked when each was taken: nothing writes to the stream in
-    between, so the entries' IDs stay at most ID_MAX."""
-
-    __slots__ = ("argvs", "db", "key", "server", "stream", "takers")
-
-    def __init__(self, server: Server, db: int, key: bytes, stream: Stream) -> None:
-        self.server = server
-        self.db = db
-        self.key = key
-        self.stream = stream
-        self.argvs: list[list[bytes]] = []
-        self.takers: list[tuple[Client, int]] = []  # each run's client and length
-
-    def add(self, client: Client, run: list[list[bytes]]) -> None:
-        self.argvs += run
-        self.takers.append((client, len(run)))
-
-    def apply(self) -> None:
-        start = time.perf_counter_ns()
-        stream = self.stream
-        ms = time.time_ns() // 1_000_000
-        last = stream.last_id
-        sid = ms << 64 if ms > last >> 64 else last + 1
-        try:
-            stream.add_run(sid, self.argvs, 3, ms)
-        except LogFailed as exc:
-            XADD.failed += len(self.argvs)
-            error = CommandError(str(exc), "IOERR")
-            for client, count in self.takers:
-                for _ in range(count):
-                    client.reply_error(error)
-            return
-        self.server.key_written(self.db, self.key)
-        for client, count in self.takers:
-            client.reply_ids(sid >> 64, sid & ids.SEQ_MASK, count)
-            sid += count
-        XADD.usec += (time.perf_counter_ns() - start) // 1000
 
 
 XADD = COMMANDS[b"xadd"]
