@@ -8,6 +8,8 @@
   ack, under `fsync always` vs `appendfsync always` and `everysec` vs `everysec`.
 - latency (`latency`): one producer at a fixed rate, one blocked consumer (Q.POP
   BLOCK / XREADGROUP BLOCK); push-to-pop p50 and p99.
+- produce (`produce`): `redis-benchmark -c 50 -P 1`, Narad `Q.PUSH bench <100 bytes>`
+  against Redis `XADD bench * payload <100 bytes>`, fsync always on both.
 - memory (`inflight`): RssAnon growth of the Narad process per in-flight message
   with 1M messages popped and not acked; Redis's used_memory growth per pending
   entry for the same (XREADGROUP without XACK), for scale.
@@ -32,7 +34,7 @@ import redis
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
-from bench.server_vs_redis import DurableRedis, pin, rss_anon_kb  # noqa: E402
+from bench.server_vs_redis import VALUE, DurableRedis, benchmark, pin, rss_anon_kb  # noqa: E402
 from tests.servers import NaradProcess, ServerProcess  # noqa: E402
 
 PAYLOAD = b"p" * 100
@@ -153,6 +155,18 @@ def latency(server: ServerProcess, is_narad: bool, rate: int, count: int) -> tup
     return statistics.median(samples), samples[int(len(samples) * 0.99)]
 
 
+# -- produce --------------------------------------------------------------------------
+
+
+def produce(server: ServerProcess, is_narad: bool, requests: int) -> float:
+    if is_narad:
+        server.client().execute_command("Q.CREATE", QUEUE)
+        command = ("Q.PUSH", QUEUE, VALUE)
+    else:
+        command = ("XADD", QUEUE, "*", "payload", VALUE)
+    return benchmark(server.port, 50, 1, requests, *command)["rps"]
+
+
 # -- memory per in-flight message --------------------------------------------------------
 
 
@@ -230,7 +244,7 @@ def main() -> None:
     args = parser.parse_args()
     if args.pin:
         pin()
-    wanted = set(args.only or ["e2e", "latency", "inflight"])
+    wanted = set(args.only or ["e2e", "latency", "produce", "inflight"])
     per_producer = 1_000 if args.quick else 5_000
     print("| figure | Narad | Redis | Narad / Redis | target |")
     print("|---|---|---|---|---|")
@@ -243,6 +257,9 @@ def main() -> None:
         (p50, p99), (r50, r99) = run("always/always", latency, 500, count)
         row("push-to-pop p50 at 500 msg/s, fsync always (ms)", p50, r50, "")
         row("push-to-pop p99 at 500 msg/s, fsync always (ms)", p99, r99, "")
+    if "produce" in wanted:
+        mine, theirs = run("always/always", produce, 50_000 if args.quick else 200_000)
+        row("produce, 50 clients P1, Q.PUSH vs XADD, fsync always (msg/s)", mine, theirs, "")
     if "inflight" in wanted:
         count = 100_000 if args.quick else 1_000_000
         mine, theirs = run("no/no", inflight_memory, count)
