@@ -15,10 +15,11 @@ the data it reports or depends on is committed (docs/durability.md).
 Deferred writes: a plain `XADD key * field value ...` or `Q.PUSH queue payload` may
 be held back (`deferred`) and applied together with the like appends of other
 clients to the same stream, as one log append (narad/commands/deferred.py). The
-rule that keeps this invisible: `settle()` applies them before anything else runs that could see or
-change their stream: every other command, the end of the iteration (`_flush`), the
-once-a-second upkeep and the queues' timers. So every command still sees the effects
-of all commands that arrived before it, and each client's replies stay in order.
+rule that keeps this invisible: `settle()` applies them before anything else runs
+that could see or change their stream: every other command, the end of the
+iteration (`_flush`), the once-a-second upkeep and the queues' timers. So every
+command still sees the effects of all commands that arrived before it, and each
+client's replies stay in order.
 """
 
 from __future__ import annotations
