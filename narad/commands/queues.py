@@ -17,6 +17,7 @@ from narad.commands.keys import glob_match
 from narad.commands.schema import check_payloads
 from narad.commands.table import COMMANDS, command
 from narad.errors import CommandError, no_queue, syntax, wrong_arity
+from narad.log.format import RECORD_BYTES_MAX, entry_record_length, too_large
 from narad.queues.queue import MAX_RECEIVES, MAX_VISIBILITY_MS, Queue, Settings
 from narad.queues.service import messages_reply, settings_reply
 from narad.resp import NULL_ARRAY, SimpleString
@@ -223,6 +224,10 @@ def q_push(client: Client, args: list[bytes]) -> Any:
         first = queue.dedup_lookup(dedup, now)
         if first is not None:
             return ids.fmt(first)
+    for payload in payloads:  # all or none: refused before any is appended
+        length = entry_record_length((b"payload", payload))
+        if length > RECORD_BYTES_MAX:
+            raise CommandError(too_large(length))
     stream = queue.stream
     if client.server.store.validators:
         check_payloads(client, stream, payloads)

@@ -17,6 +17,7 @@ from narad.commands.deferred import defer_entries
 from narad.commands.schema import check_entry
 from narad.commands.table import COMMANDS, command
 from narad.errors import IDS_EXHAUSTED, CommandError, syntax, wrong_arity
+from narad.log.format import RECORD_BYTES_MAX, entry_record_length, too_large
 from narad.resp import NullArray
 from narad.streams import ids
 from narad.streams.stream import Entry, Stream
@@ -132,7 +133,10 @@ def xadd(client: Client, args: list[bytes]) -> Any:
             last = stream.last_id
             ms = time.time_ns() // 1_000_000
             sid = ms << 64 if ms > last >> 64 else last + 1
-            stream.add(sid, args[3:])
+            try:
+                stream.add(sid, args[3:])
+            except ValueError as exc:  # over the log's record limit: nothing added
+                raise CommandError(str(exc)) from None
             client.server.key_written(client.db, args[1])
             return b"%d-%d" % (ms if ms > last >> 64 else sid >> 64, sid & ids.SEQ_MASK)
     if args[2] == b"*":
@@ -148,6 +152,9 @@ def xadd(client: Client, args: list[bytes]) -> Any:
         explicit, seq_given = ids.parse_for_add(args[idpos])
         if seq_given and explicit == 0:
             raise CommandError("The ID specified in XADD must be greater than 0-0")
+    length = entry_record_length(fields)
+    if length > RECORD_BYTES_MAX:  # refused before the key is made
+        raise CommandError(too_large(length))
     store = client.server.store
     key = args[1]
     stream = store.get(client.db, key)

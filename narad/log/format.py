@@ -58,6 +58,17 @@ class Record(NamedTuple):
         return HEADER_BYTES + len(self.payload)
 
 
+def entry_record_length(fields: Sequence[bytes]) -> int:
+    """The length (frame's length field) of the record holding the entry of `fields`,
+    the payload `encode_fields(fields)`, without building it."""
+    return LENGTH_MIN + 4 + 4 * len(fields) + sum(map(len, fields))
+
+
+def too_large(length: int) -> str:
+    """The refusal of a record of `length` over RECORD_BYTES_MAX, as encoding says it."""
+    return f"record of {length} bytes exceeds the maximum of {RECORD_BYTES_MAX}"
+
+
 def encode_into(
     buf: bytearray,
     offset: int,
@@ -71,7 +82,7 @@ def encode_into(
     """Append one framed record to `buf`."""
     length = LENGTH_MIN + len(payload)
     if length > RECORD_BYTES_MAX:
-        raise ValueError(f"record of {length} bytes exceeds the maximum of {RECORD_BYTES_MAX}")
+        raise ValueError(too_large(length))
     tail = _TAIL.pack(FORMAT_VERSION, flags, epoch, offset, timestamp_ms, id_ms, id_seq)
     buf += _HEAD.pack(length, crc32c(payload, crc32c(tail)))
     buf += tail
@@ -185,9 +196,7 @@ def encode_entries(
     for payload in payloads:
         length = LENGTH_MIN + len(payload)
         if length > RECORD_BYTES_MAX:
-            raise ValueError(
-                f"record of {length} bytes exceeds the maximum of {RECORD_BYTES_MAX}"
-            )
+            raise ValueError(too_large(length))
     due: list[tuple[int, int, int, int]] = []
     for payload in payloads:
         if index_position < 0 or position - index_position >= interval:

@@ -185,37 +185,58 @@ def test_plain_pushes_held_back_make_the_messages_other_pushes_make(tmp_path: Pa
     asyncio.run(_pushes(tmp_path))
 
 
-async def _oversized(folder: Path) -> None:
-    # A record holds at most 1 GiB (narad/log/format.py): three fields of 400 MiB,
-    # past the default query buffer limit, which is raised for this.
-    server = open_server(folder, ("client-query-buffer-limit", "2gb"))
-    [a] = (await _setup_on(server, 1, b"s"))
-    field = b"x" * (400 * 1024 * 1024)
-    big = encode(("XADD", "s", "*", "a", field, "b", field, "c", field))
-    del field
+TOO_BIG = r"ERR record of \d+ bytes exceeds the maximum of 1073741824"
+
+
+async def _send_big(
+    server: Server, sock: socket.socket, big: tuple[Any, ...], then: tuple[Any, ...]
+) -> list[Any]:
+    """Send the command `big`, with `then` right behind it in the last write (so
+    that both are read in one iteration), and return their two replies."""
+    data = encode(big)
     assert server.loop is not None
-    await server.loop.sock_sendall(a, big[:-64])
-    # The end of the big XADD and a small one in one read: one run, held back as one.
-    a.send(big[-64:] + encode(("XADD", "s", "*", "f", "small")))
-    del big
-    loop = asyncio.get_running_loop()
-    reader = hiredis.Reader()
-    got: list[Any] = []
-    while len(got) < 2:
-        if (value := reader.gets()) is not False:
-            got.append(value)
-        else:
-            reader.feed(await asyncio.wait_for(loop.sock_recv(a, 4096), 60))
-    refused, added = got
-    assert isinstance(refused, hiredis.ReplyError)
-    assert re.fullmatch(r"ERR record of \d+ bytes exceeds the maximum of 1073741824", str(refused))
+    await server.loop.sock_sendall(sock, data[:-64])
+    sock.send(data[-64:] + encode(then))
+    del data
+    return await _read(sock, hiredis.Reader(), 2, patience_s=60)
+
+
+async def _oversized(folder: Path) -> None:
+    # A record holds at most 1 GiB (narad/log/format.py). The limits on the request
+    # (query buffer, bulk length) are raised past it for this.
+    server = open_server(
+        folder, ("client-query-buffer-limit", "4gb"), ("proto-max-bulk-len", "2gb")
+    )
+    [a] = await _setup_on(server, 1, b"s")
+    _send(a, ("Q.CREATE", "q"))
+    assert await _replies(a) == [[b"OK"]]
+    field = b"x" * (400 * 1024 * 1024)
+    # A plain XADD, held back in one run with the small one after it.
+    refused, added = await _send_big(
+        server, a, ("XADD", "s", "*", "a", field, "b", field, "c", field),
+        ("XADD", "s", "*", "f", "small"),
+    )  # fmt: skip
+    assert isinstance(refused, hiredis.ReplyError) and re.fullmatch(TOO_BIG, str(refused))
     _send(a, ("XRANGE", "s", "-", "+"))
     assert await _replies(a) == [[[[b"0-1", [b"f", b"first"]], [added, [b"f", b"small"]]]]]
+    # The general path: refused before the key is made.
+    refused, exists = await _send_big(
+        server, a, ("XADD", "new", "MAXLEN", 5, "*", "a", field, "b", field, "c", field),
+        ("EXISTS", "new"),
+    )  # fmt: skip
+    assert isinstance(refused, hiredis.ReplyError) and re.fullmatch(TOO_BIG, str(refused))
+    assert exists == 0
+    # Q.PUSH of several payloads: all or none.
+    payload = field * 3
+    del field
+    refused, length = await _send_big(server, a, ("Q.PUSH", "q", "small", payload), ("XLEN", "q"))
+    assert isinstance(refused, hiredis.ReplyError) and re.fullmatch(TOO_BIG, str(refused))
+    assert length == 0
     _close(server, [a])
 
 
 @pytest.mark.slow
-def test_an_entry_over_the_record_limit_is_refused_alone(tmp_path: Path) -> None:
+def test_an_entry_over_the_record_limit_is_refused_and_changes_nothing(tmp_path: Path) -> None:
     asyncio.run(_oversized(tmp_path))
 
 
@@ -252,13 +273,16 @@ COMMAND_ST = st.one_of(
 SCRIPT_ST = st.lists(st.tuples(st.integers(0, 3), COMMAND_ST), min_size=1, max_size=30)
 
 
-async def _read(sock: socket.socket, reader: hiredis.Reader, count: int) -> list[Any]:
+async def _read(
+    sock: socket.socket, reader: hiredis.Reader, count: int, patience_s: float = 5
+) -> list[Any]:
+    """The next `count` replies, each awaited at most `patience_s`."""
     loop = asyncio.get_running_loop()
     out: list[Any] = []
     while len(out) < count:
         value = reader.gets()
         if value is False:
-            data = await asyncio.wait_for(loop.sock_recv(sock, 65536), 5)
+            data = await asyncio.wait_for(loop.sock_recv(sock, 65536), patience_s)
             assert data, "closed by the server"
             reader.feed(data)
         else:
