@@ -12,10 +12,10 @@ write and, under `fsync always`, one fsync per log: group commit), and only then
 hands every output buffer to its transport. So no reply, to any client, leaves before
 the data it reports or depends on is committed (docs/durability.md).
 
-Deferred writes: a plain `XADD key * field value ...` or `Q.PUSH queue payload` may
-be held back (`deferred`) and applied together with the like appends of other
-clients to the same stream, as one log append (narad/commands/deferred.py). The
-rule that keeps this invisible: `settle()` applies them before anything else runs
+Deferred writes: the entry of a plain `XADD key * field value ...` or `Q.PUSH queue
+payload` may be held back (`deferred`) and added together with the like entries of
+other clients to the same stream, in one call to the log (narad/commands/deferred.py).
+The rule that keeps this invisible: `settle()` applies them before anything else runs
 that could see or change their stream: every other command, the end of the
 iteration (`_flush`), the once-a-second upkeep and the queues' timers. So every
 command still sees the effects of all commands that arrived before it, and each
@@ -33,7 +33,7 @@ import time
 from collections import Counter, deque
 from collections.abc import Callable, Hashable
 from dataclasses import dataclass, field
-from typing import Any, Protocol
+from typing import TYPE_CHECKING, Any
 
 from narad import errors
 from narad.commands.table import LOOKUP, RUN_REPLY_BYTES_MAX, Command, all_commands
@@ -52,6 +52,9 @@ from narad.resp import (
 from narad.resp.encoder import encode_ids_into
 from narad.store import Store
 
+if TYPE_CHECKING:
+    from narad.commands.deferred import DeferredAdds
+
 logger = logging.getLogger("narad.server")
 
 # Commands a client in MULTI runs at once instead of queueing.
@@ -59,11 +62,6 @@ MULTI_IMMEDIATE = frozenset({b"exec", b"discard", b"multi", b"watch", b"quit", b
 QUEUED = object()  # the reply marker for a queued command
 CRON_INTERVAL_S = 1.0
 NO_REPLY = object()  # a handler's answer when nothing is to be sent (CLIENT REPLY OFF)
-
-
-class Deferred(Protocol):
-    def apply(self) -> None:
-        """Apply the held-back writes and encode their replies."""
 
 
 @dataclass
@@ -126,7 +124,7 @@ class Server:
         self.signaled: set[tuple[int, bytes]] = set()
         self._writers: dict[Client, None] = {}
         self._flush_scheduled = False
-        self.deferred: Deferred | None = None  # writes held back until `settle`
+        self.deferred: DeferredAdds | None = None  # entries held back until `settle`
         self._next_client_id = 1
         self.loop: asyncio.AbstractEventLoop | None = None
         self.shutdown_requested: asyncio.Event | None = None
@@ -162,6 +160,10 @@ class Server:
         if queues.to_serve or queues.subscribed:
             queues.serve()
         self.serve_signaled()
+        if self.deferred is not None:  # taken by the clients just served
+            self.settle()
+        # Every entry taken before this point is added and its client registered:
+        # this commit carries it and the swap below sends its reply.
         group_commit = self.store.group_commit
         written, failed = group_commit.write_noted()
         writers, self._writers = self._writers, {}
@@ -191,7 +193,7 @@ class Server:
             client.close()
 
     def settle(self) -> None:
-        """Apply the writes held back in `deferred` (see the module doc)."""
+        """Add the entries held back in `deferred` (see the module doc)."""
         deferred, self.deferred = self.deferred, None
         if deferred is not None:
             deferred.apply()
@@ -695,11 +697,11 @@ class Client(asyncio.Protocol):
             self._over_output_limit()
 
     def reply_ids(self, ms: int, seq: int, count: int) -> None:
-        """The replies of `count` commands that each appended one entry: their
-        consecutive stream IDs from (ms, seq)."""
+        """The replies of `count` held-back commands that each added one entry: their
+        consecutive stream IDs from (ms, seq). The client was registered for sending
+        when the commands were taken (`Server._run`), and `_flush` settles before it
+        sends, so that registration still stands."""
         out = self.out
-        if not out:
-            self.server.wants_send(self)
         encode_ids_into(out, ms, seq, count)
         limit = self.server.output_limit_bytes
         if limit and len(out) > limit:

@@ -1,17 +1,16 @@
-"""Plain appends held back within a loop iteration and applied together.
+"""Plain produces held back within a loop iteration and added together.
 
 The run handlers of `XADD key * field value ...` and `Q.PUSH queue payload` do not
-append: they hand their entries to `defer_entries`, which gathers the entries of
+add their entries: they hand them to `defer_entries`, which gathers the entries of
 every client to one stream into one `DeferredAdds`. `Server.settle` applies it (one
-clock reading, one log append) before anything else runs that could see or change
-the stream (narad/server.py, "Deferred writes"), and each client then gets its IDs
-as its replies, in the order its commands came. So the entries, IDs and replies are
-those of running the commands one by one within one millisecond.
+clock reading, one `Stream.add_run` for all) before anything else runs that could
+see or change the stream (narad/server.py, "Deferred writes"), and each client then
+gets its IDs as its replies, in the order its commands came. So the entries, IDs and
+replies are those of running the commands one by one within one millisecond.
 
 Invariant: between taking an entry and applying it nothing writes to its stream
-(anything that would settles first), so the checks its run handler made when
-taking it (the stream exists, has no schema, its log has not failed, its IDs are
-not near their end) still hold when it is applied.
+(anything that would settles first), so what `can_hold` checked when the entry was
+taken still holds when it is applied.
 """
 
 from __future__ import annotations
@@ -27,6 +26,7 @@ from narad.streams.stream import Stream
 if TYPE_CHECKING:
     from narad.commands.table import Command
     from narad.server import Client, Server
+    from narad.store import Store
 
 FIELDS_FROM = 3  # a held-back argv's entry fields are argv[FIELDS_FROM:]
 
@@ -34,13 +34,25 @@ FIELDS_FROM = 3  # a held-back argv's entry fields are argv[FIELDS_FROM:]
 Taker = tuple["Client", "Command", int, int]
 
 
+def can_hold(store: Store, stream: Stream) -> bool:
+    """Whether entries for `stream` may be held back: it has no schema (each entry
+    is validated alone), its log has not failed and its IDs are not near their end
+    (the general handlers report those)."""
+    return (
+        stream.uid not in store.validators
+        and stream.data.failure is None
+        and stream.last_id >> 64 != ids.U64_MAX
+    )
+
+
 def defer_entries(client: Client, cmd: Command, stream: Stream, argvs: list[list[bytes]]) -> None:
     """Hold back one entry per argv of `argvs` (its fields argv[FIELDS_FROM:]) for
-    `stream`, with what other clients hold back for it; what is held back for
-    another stream is settled first. The caller has counted the commands."""
+    `stream` (`can_hold`), with what other clients hold back for it; what is held
+    back for another stream is settled first. The caller has counted the commands
+    and registered the client for sending (`Server._run`)."""
     server = client.server
     deferred = server.deferred
-    if not (isinstance(deferred, DeferredAdds) and deferred.stream is stream):
+    if deferred is None or deferred.stream is not stream:
         server.settle()
         deferred = server.deferred = DeferredAdds(server, stream)
     deferred.takers.append((client, cmd, len(deferred.argvs), len(argvs)))
@@ -60,51 +72,51 @@ class DeferredAdds:
 
     def apply(self) -> None:
         start = time.perf_counter_ns()
-        appended = True
+        added = True
         try:
-            self._append(self.argvs, self.takers)
-        except ValueError:  # a record over the log's limit: nothing was appended
-            appended = self._apply_one_by_one()
+            self._add(self.argvs, self.takers)
+        except ValueError:  # a record over the log's limit: nothing was added
+            added = self._apply_one_by_one()
         except LogFailed as exc:
-            appended = False
+            added = False
             for taker in self.takers:
                 _refuse(taker, CommandError(str(exc), "IOERR"))
-        if appended:
+        if added:
             self.server.key_written(self.stream.db, self.stream.key)
         usec = (time.perf_counter_ns() - start) // 1000
         total = len(self.argvs)
         for _, cmd, _, count in self.takers:
             cmd.usec += usec * count // total
 
-    def _append(self, argvs: list[list[bytes]], takers: list[Taker]) -> None:
-        """Append `argvs` with IDs from one clock reading, then reply to `takers`.
-        Raises as `Stream.add_run` does: ValueError with nothing appended."""
+    def _add(self, argvs: list[list[bytes]], takers: list[Taker]) -> None:
+        """Add `argvs` with IDs from one clock reading, then reply to `takers`.
+        Raises as `Stream.add_run` does: ValueError with nothing added."""
         stream = self.stream
         ms = time.time_ns() // 1_000_000
-        last = stream.last_id
-        sid = ms << 64 if ms > last >> 64 else last + 1
+        sid = ids.next_auto(stream.last_id, ms)
+        assert sid is not None  # can_hold: the IDs are not near their end
         stream.add_run(sid, argvs, FIELDS_FROM, ms)
         for client, _, _, count in takers:
             client.reply_ids(sid >> 64, sid & ids.SEQ_MASK, count)
             sid += count
 
     def _apply_one_by_one(self) -> bool:
-        """When the joint append was refused: each entry alone, as its command
-        would have been, so that only the entries at fault get the error. Whether
-        any was appended."""
-        appended = False
+        """When the joint add was refused: each entry alone, as its command would
+        have been, so that only the entries at fault get the error. Whether any
+        was added."""
+        added = False
         for client, cmd, begin, count in self.takers:
             for argv in self.argvs[begin : begin + count]:
                 one: Taker = (client, cmd, 0, 1)
                 try:
-                    self._append([argv], [one])
+                    self._add([argv], [one])
                 except ValueError as exc:
                     _refuse(one, CommandError(str(exc)))
                 except LogFailed as exc:
                     _refuse(one, CommandError(str(exc), "IOERR"))
                 else:
-                    appended = True
-        return appended
+                    added = True
+        return added
 
 
 def _refuse(taker: Taker, error: CommandError) -> None:

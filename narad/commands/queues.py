@@ -12,12 +12,12 @@ from collections import deque
 from typing import TYPE_CHECKING, Any
 
 from narad.commands.args import parse_int, parse_timeout_ms
-from narad.commands.deferred import defer_entries
+from narad.commands.deferred import can_hold, defer_entries
 from narad.commands.keys import glob_match
 from narad.commands.schema import check_payloads
 from narad.commands.table import COMMANDS, command
 from narad.errors import CommandError, no_queue, syntax, wrong_arity
-from narad.log.format import RECORD_BYTES_MAX, entry_record_length, too_large
+from narad.log.format import entry_too_large
 from narad.queues.queue import MAX_RECEIVES, MAX_VISIBILITY_MS, Queue, Settings
 from narad.queues.service import messages_reply, settings_reply
 from narad.resp import NULL_ARRAY, SimpleString
@@ -224,10 +224,9 @@ def q_push(client: Client, args: list[bytes]) -> Any:
         first = queue.dedup_lookup(dedup, now)
         if first is not None:
             return ids.fmt(first)
-    for payload in payloads:  # all or none: refused before any is appended
-        length = entry_record_length((b"payload", payload))
-        if length > RECORD_BYTES_MAX:
-            raise CommandError(too_large(length))
+    for payload in payloads:  # all or none: refused before any is added
+        if (refusal := entry_too_large((b"payload", payload))) is not None:
+            raise CommandError(refusal)
     stream = queue.stream
     if client.server.store.validators:
         check_payloads(client, stream, payloads)
@@ -250,8 +249,8 @@ def q_push_run(
 ) -> list[list[bytes]] | None:
     """Pipelined `Q.PUSH queue payload` (one payload, no options): `argv` and the
     like Q.PUSHes queued right after it to the same queue, held back with the like
-    appends of other clients to that queue and applied with them as one log append
-    (narad/commands/deferred.py); the same messages, IDs and replies as `q_push`
+    entries of other clients to that queue and added with them in one call to the
+    log (narad/commands/deferred.py); the same messages, IDs and replies as `q_push`
     one by one. Returns the argvs taken; None (nothing done) for any other form, a
     queue that delays its messages or has a schema, which `q_push` answers."""
     if len(argv) != 3:
@@ -263,9 +262,7 @@ def q_push_run(
         stream is None
         or stream.queue is None
         or stream.queue.settings.delay
-        or stream.uid in store.validators
-        or stream.data.failure is not None
-        or stream.last_id >> 64 == ids.U64_MAX
+        or not can_hold(store, stream)
     ):
         return None
     run = [argv]

@@ -13,11 +13,11 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
 from narad.commands.args import parse_int, parse_timeout_ms
-from narad.commands.deferred import defer_entries
+from narad.commands.deferred import can_hold, defer_entries
 from narad.commands.schema import check_entry
 from narad.commands.table import COMMANDS, command
 from narad.errors import IDS_EXHAUSTED, CommandError, syntax, wrong_arity
-from narad.log.format import RECORD_BYTES_MAX, entry_record_length, too_large
+from narad.log.format import entry_too_large
 from narad.resp import NullArray
 from narad.streams import ids
 from narad.streams.stream import Entry, Stream
@@ -152,9 +152,8 @@ def xadd(client: Client, args: list[bytes]) -> Any:
         explicit, seq_given = ids.parse_for_add(args[idpos])
         if seq_given and explicit == 0:
             raise CommandError("The ID specified in XADD must be greater than 0-0")
-    length = entry_record_length(fields)
-    if length > RECORD_BYTES_MAX:  # refused before the key is made
-        raise CommandError(too_large(length))
+    if (refusal := entry_too_large(fields)) is not None:  # before the key is made
+        raise CommandError(refusal)
     store = client.server.store
     key = args[1]
     stream = store.get(client.db, key)
@@ -187,8 +186,8 @@ def xadd_run(
 ) -> list[list[bytes]] | None:
     """Pipelined `XADD key * field value ...` on an existing stream: `argv` and the
     XADDs queued right after it to the same key in the same form, held back with
-    the like appends of other clients to that stream and applied with them as one
-    log append (narad/commands/deferred.py); the same entries, IDs and replies as
+    the like entries of other clients to that stream and added with them in one
+    call to the log (narad/commands/deferred.py); the same entries, IDs and replies as
     running them one by one within one millisecond. Returns the argvs taken; None
     (nothing done) for any other form, which the general handler answers."""
     key = argv[1]
@@ -196,12 +195,7 @@ def xadd_run(
         return None
     store = client.server.store
     stream = store.dbs[client.db].get(key)
-    if (
-        stream is None
-        or stream.uid in store.validators  # each XADD validated alone
-        or stream.data.failure is not None  # the general path reports it
-        or stream.last_id >> 64 == ids.U64_MAX  # IDs near their end: its checks too
-    ):
+    if stream is None or not can_hold(store, stream):
         return None
     run = [argv]
     name = argv[0]

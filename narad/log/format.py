@@ -58,15 +58,16 @@ class Record(NamedTuple):
         return HEADER_BYTES + len(self.payload)
 
 
-def entry_record_length(fields: Sequence[bytes]) -> int:
-    """The length (frame's length field) of the record holding the entry of `fields`,
-    the payload `encode_fields(fields)`, without building it."""
-    return LENGTH_MIN + 4 + 4 * len(fields) + sum(map(len, fields))
-
-
 def too_large(length: int) -> str:
     """The refusal of a record of `length` over RECORD_BYTES_MAX, as encoding says it."""
     return f"record of {length} bytes exceeds the maximum of {RECORD_BYTES_MAX}"
+
+
+def entry_too_large(fields: Sequence[bytes]) -> str | None:
+    """The refusal encoding would give the record of the entry `fields` (the payload
+    `encode_fields(fields)`, not built here), or None when it fits."""
+    length = LENGTH_MIN + 4 + 4 * len(fields) + sum(map(len, fields))
+    return too_large(length) if length > RECORD_BYTES_MAX else None
 
 
 def encode_into(

@@ -107,10 +107,11 @@ def next_after(sid: int) -> int | None:
     return None if sid == ID_MAX else sid + 1
 
 
-def next_auto(last: int) -> int | None:
-    """The ID `*` gives after `last`: the current millisecond with sequence 0, or
-    `last` + 1 within the same (or a later) millisecond; None at the very last ID."""
-    ms = time.time_ns() // 1_000_000
+def next_auto(last: int, now_ms: int | None = None) -> int | None:
+    """The ID `*` gives after `last`: the current millisecond (`now_ms`, else the
+    clock's) with sequence 0, or `last` + 1 within the same (or a later)
+    millisecond; None at the very last ID."""
+    ms = time.time_ns() // 1_000_000 if now_ms is None else now_ms
     return ms << 64 if ms > last >> 64 else next_after(last)
 
 

@@ -185,7 +185,7 @@ class Stream:
     ) -> None:
         """Append one entry per argv, its fields `argv[first:]`, with IDs counting up
         from `sid` (validated as above the last ID, the last one at most ID_MAX):
-        the same as `add` once per argv, with one log append. `now_ms`, when given,
+        the same as `add` once per argv, in one call to the log. `now_ms`, when given,
         is the clock reading the IDs came from, and becomes the records' timestamp."""
         data = self.data
         data.append_entries(argvs, first, sid >> 64, sid & ids.SEQ_MASK, FLAG_ENTRY, now_ms)

@@ -1,7 +1,7 @@
-"""Plain XADDs of several clients in one loop iteration are held back and applied
-together, as one log append (narad/server.py, "Deferred writes"). Nothing a client
-does may tell: every command sees the XADDs that came before it, and each client's
-replies come in the order of its commands.
+"""Plain XADDs of several clients in one loop iteration are held back and added
+together, in one call to the log (narad/server.py, "Deferred writes"). Nothing a
+client does may tell: every command sees the XADDs that came before it, and each
+client's replies come in the order of its commands.
 
 Several clients' requests must land in one loop iteration, so the server runs in
 this process (tests/server/inprocess.py): the test writes all of them, then yields.
