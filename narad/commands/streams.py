@@ -253,11 +253,6 @@ def parse_count(args: list[bytes], i: int) -> int:
 
 
 def _range(client: Client, args: list[bytes], reverse: bool) -> Any:
-    name = "xrevrange" if reverse else "xrange"
-    if len(args) not in (4, 6):
-        if len(args) > 6 or len(args) == 5:
-            raise syntax()
-        raise wrong_arity(name)
     high_arg, low_arg = (args[2], args[3]) if reverse else (args[3], args[2])
     low = ids.parse_range_bound(low_arg, low=True)
     high = ids.parse_range_bound(high_arg, low=False)
@@ -265,15 +260,18 @@ def _range(client: Client, args: list[bytes], reverse: bool) -> Any:
         raise CommandError("invalid start ID for the interval")
     if high_arg[:1] == b"(" and high is None:
         raise CommandError("invalid end ID for the interval")
-    count = 0
-    if len(args) == 6:
-        if args[4].lower() != b"count":
+    count = -1  # not given: all
+    for i in range(4, len(args), 2):  # as in Redis, a repeated COUNT overrides
+        if args[i].lower() != b"count" or i + 1 == len(args):
             raise syntax()
-        count = parse_int(args[5])
-        if count <= 0:
-            return NullArray()
+        count = max(parse_int(args[i + 1]), 0)
     stream = get_stream(client, args[1])
-    if stream is None or low is None or high is None or low > high:
+    if stream is None:
+        return []
+    if count == 0:  # after the key's lookup, as in Redis
+        return NullArray()
+    count = max(count, 0)
+    if low is None or high is None or low > high:
         return []
     found = stream.revrange(high, low, count) if reverse else stream.range(low, high, count)
     return [entry_reply(e) for e in found]
@@ -301,10 +299,10 @@ def xlen(client: Client, args: list[bytes]) -> Any:
 @command("xdel", -3, "write fast", (1, 1, 1), "stream", since="5.0.0", complexity="O(1) per ID")
 def xdel(client: Client, args: list[bytes]) -> Any:
     """Returns the number of messages after removing them from a stream."""
-    sids = [ids.parse(a, strict=True) for a in args[2:]]
     stream = get_stream(client, args[1])
-    if stream is None:
+    if stream is None:  # as in Redis, the IDs are not even parsed then
         return 0
+    sids = [ids.parse(a, strict=True) for a in args[2:]]
     removed = stream.delete(sids)
     if removed:
         written(client, args[1])
@@ -336,13 +334,19 @@ def xsetid(client: Client, args: list[bytes]) -> Any:
     stream = get_stream(client, args[1])
     if stream is None:
         raise CommandError("no such key")
+    last = stream.last_entry()
+    if stream.length and last is not None and sid < last[0]:
+        raise CommandError("The ID specified in XSETID is smaller than the target stream top item")
     if entries_added is not None and stream.length > entries_added:
         raise CommandError(
             "The entries_added specified in XSETID is smaller than the target stream length"
         )
-    last = stream.last_entry()
-    if stream.length and last is not None and sid < last[0]:
-        raise CommandError("The ID specified in XSETID is smaller than the target stream top item")
+    if sid < stream.appended_id:
+        # Redis lets an ID go back below entries it deleted; here the data log's IDs
+        # only increase (docs/streams.md, "Deliberate differences").
+        raise CommandError(
+            "The ID specified in XSETID is smaller than the ID of an entry the stream held"
+        )
     stream.set_id(sid, entries_added, max_deleted)
     written(client, args[1])
     from narad.resp import SimpleString

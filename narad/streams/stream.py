@@ -101,8 +101,15 @@ class Stream:
     def length(self) -> int:
         return self.data.next_offset - self.start - len(self.deleted)
 
+    @property
+    def appended_id(self) -> int:
+        """The ID of the last entry ever appended, deleted or trimmed since or not (0
+        for none). IDs only grow with offsets in the data log, so the stream's last
+        ID never goes below it."""
+        return ids.make(*self.data.last_id)
+
     def _note_last_id(self) -> None:
-        self.last_id = max(self.top_id, ids.make(*self.data.last_id))
+        self.last_id = max(self.top_id, self.appended_id)
 
     @property
     def entries_added(self) -> int:
@@ -240,7 +247,7 @@ class Stream:
             batch = data.read_reverse(offset, count_max=READ_BATCH)
             for rec in batch:
                 sid = ids.make(rec.id_ms, rec.id_seq)
-                if sid < low:
+                if sid < low or rec.offset < self.start:  # a batch may reach past the start
                     return out
                 if rec.offset not in self.deleted:
                     out.append((sid, decode_fields(rec.payload)))

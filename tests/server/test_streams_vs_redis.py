@@ -66,6 +66,13 @@ SCRIPTS = {
         ["XTRIM", "missing", "MAXLEN", "0"],
         ["XADD", "d", "MAXLEN", "2", "30-0", "f", "x"],
         ["XRANGE", "d", "-", "+"],
+        # Backwards, trimmed entries stay gone (they are still in the log's file).
+        ["XREVRANGE", "d", "+", "-"],
+        ["XTRIM", "d", "MAXLEN", "0"],
+        ["XREVRANGE", "d", "+", "-"],
+        ["XINFO", "STREAM", "d"],
+        ["XADD", "d", "31-0", "f", "y"],
+        ["XREVRANGE", "d", "+", "-"],
         ["XADD", "d", "MAXLEN", "abc", "31-0", "f", "x"],
         ["XADD", "d", "LIMIT", "5", "31-0", "f", "x"],
     ],
