@@ -187,14 +187,16 @@ xinfo = st.one_of(
 
 
 @st.composite
-def prelude(draw: st.DrawFn) -> list[list[str]]:
+def prelude(draw: st.DrawFn, length_max: int) -> list[list[str]]:
     """Streams with some entries and groups to start from (most random commands on
-    an empty keyspace would only meet "no such key")."""
+    an empty keyspace would only meet "no such key"). Up to 24 entries they have
+    IDs 1-0, 2-0, ...; longer ones have IDs with up to 30 sequence numbers a ms."""
     out: list[list[str]] = []
     for k in KEYS:
-        length = draw(st.integers(0, 14))
-        for n in range(1, length + 1):
-            out.append(["XADD", k, f"{n}-{draw(st.integers(0, 1))}", "f", f"p{n}"])
+        length = draw(st.integers(0, length_max))
+        per_ms = 1 if length <= 24 else 30
+        for n in range(length):
+            out.append(["XADD", k, f"{1 + n // per_ms}-{n % per_ms}", "f", f"p{n}"])
         for g in GROUPS:
             if draw(st.integers(0, 3)):  # mostly there
                 start = draw(st.one_of(st.sampled_from(["0", "$"]), entry_id))
@@ -212,9 +214,14 @@ WEIGHTED = [
 command = st.sampled_from([s for s, weight in WEIGHTED for _ in range(weight)]).flatmap(
     lambda strategy: strategy
 )
-scripts = st.builds(
-    lambda start, rest: start + rest, prelude(), st.lists(command, min_size=5, max_size=50)
-)
+
+
+def scripts(length_max: int = 14) -> st.SearchStrategy[list[list[str]]]:
+    return st.builds(
+        lambda start, rest: start + rest,
+        prelude(length_max),
+        st.lists(command, min_size=5, max_size=50),
+    )
 
 
 # -- masking what may differ --------------------------------------------------------------
@@ -287,17 +294,27 @@ def masked(args: list[str], reply: Any) -> Any:
 # -- the servers --------------------------------------------------------------------------
 
 
-def small_nodes_narad(folder: Path) -> NaradProcess:
-    """A Narad server with NODE_ENTRIES entries a stream node, from its config file."""
+def small_nodes_narad(folder: Path, *settings: str) -> NaradProcess:
+    """A Narad server with NODE_ENTRIES entries a stream node and `settings`, from
+    its config file."""
     folder.mkdir(parents=True, exist_ok=True)
     conf = folder / "narad.conf"
-    conf.write_text(f"stream-node-max-entries {NODE_ENTRIES}\n")
+    conf.write_text(f"stream-node-max-entries {NODE_ENTRIES}\n" + "\n".join(settings) + "\n")
     return NaradProcess(folder, ["--config", str(conf)])
 
 
 @pytest.fixture(scope="module")
 def narad_small_nodes(tmp_path_factory: pytest.TempPathFactory) -> Iterator[NaradProcess]:
     server = small_nodes_narad(tmp_path_factory.mktemp("narad"))
+    server.start()
+    yield server
+    server.stop()
+
+
+@pytest.fixture(scope="module")
+def narad_small_segments(tmp_path_factory: pytest.TempPathFactory) -> Iterator[NaradProcess]:
+    """Log segments of 1 KiB: about eight entries each, so that reads cross them."""
+    server = small_nodes_narad(tmp_path_factory.mktemp("narad"), "segment-bytes 1kb")
     server.start()
     yield server
     server.stop()
@@ -352,7 +369,7 @@ SETTINGS_RANDOM = settings(
 
 @pytest.mark.parametrize("protocol", [2, 3])
 @SETTINGS_RANDOM
-@given(script=scripts)
+@given(script=scripts())
 def test_random_scripts_reply_as_redis(
     narad_small_nodes: NaradProcess,
     redis_small_nodes: RedisProcess,
@@ -366,8 +383,18 @@ def test_random_scripts_reply_as_redis(
         run_script(narad, redis, script + state_commands())
 
 
+@settings(SETTINGS_RANDOM, max_examples=40)
+@given(script=scripts(length_max=600))
+def test_long_streams_over_small_segments_reply_as_redis(
+    narad_small_segments: NaradProcess, redis_small_nodes: RedisProcess, script: list[list[str]]
+) -> None:
+    with Raw(narad_small_segments.port) as narad, Raw(redis_small_nodes.port) as redis:
+        assert narad.call("FLUSHALL") == redis.call("FLUSHALL") == b"OK"
+        run_script(narad, redis, script + state_commands())
+
+
 @settings(SETTINGS_RANDOM, max_examples=30)
-@given(script=scripts)
+@given(script=scripts())
 def test_state_after_kill9_is_redis_state(
     tmp_path_factory: pytest.TempPathFactory,
     redis_small_nodes: RedisProcess,
