@@ -66,13 +66,14 @@ NO_REPLY = object()  # a handler's answer when nothing is to be sent (CLIENT REP
 
 @dataclass
 class Block:
-    """A handler's answer "not yet": wait on `keys` (db, key) until `retry()` returns a
-    reply (not None) or `timeout_ms` passes (0: forever), then reply `timeout_reply`.
-    `retry` may raise CommandError when what it waits on is gone."""
+    """A handler's answer "not yet": wait on `keys` (db, key) until `retry(key)`, called
+    with a key of `keys` that was signaled, returns a reply (not None), or until
+    `timeout_ms` passes (0: forever), then reply `timeout_reply`. `retry` may raise
+    CommandError when what it waits on is gone."""
 
     keys: list[tuple[int, bytes]]
     timeout_ms: int
-    retry: Callable[[], Any]
+    retry: Callable[[bytes], Any]
     timeout_reply: Any = NULL_ARRAY
     # Blocks with the same token wait for the same thing (Q.POP on one queue): once
     # one's retry finds nothing, the others' would too, and are not tried in that pass.
@@ -121,7 +122,7 @@ class Server:
         self.monitors: list[Client] = []
         self.waiters: dict[tuple[int, bytes], deque[Client]] = {}
         self.watchers: dict[tuple[int, bytes], set[Client]] = {}
-        self.signaled: set[tuple[int, bytes]] = set()
+        self.signaled: dict[tuple[int, bytes], None] = {}  # in the order signaled
         self._writers: dict[Client, None] = {}
         self._flush_scheduled = False
         self.deferred: DeferredAdds | None = None  # entries held back until `settle`
@@ -400,19 +401,22 @@ class Server:
     def signal_key(self, db: int, key: bytes) -> None:
         """Something changed at `key`: blocked clients there get another look."""
         if (db, key) in self.waiters:
-            self.signaled.add((db, key))
+            self.signaled[(db, key)] = None
             self.schedule_flush()
 
     def serve_signaled(self) -> None:
+        """Blocked clients get another look, as Redis 7.0 serves them: key by key in
+        the order the keys were signaled, on each key in the order its clients
+        blocked, each client retrying for that key."""
         while self.signaled:
-            signaled, self.signaled = self.signaled, set()
+            signaled, self.signaled = self.signaled, {}
             found_nothing: set[Hashable] = set()
             for key in signaled:
                 for client in list(self.waiters.get(key, ())):
                     block = client.blocked
-                    if block is None or block.alike in found_nothing:
+                    if block is None or block.alike in found_nothing or key not in block.keys:
                         continue
-                    if not client.retry_blocked() and block.alike is not None:
+                    if not client.retry_blocked(key[1]) and block.alike is not None:
                         found_nothing.add(block.alike)
 
     def add_waiter(self, client: Client, key: tuple[int, bytes]) -> None:
@@ -803,12 +807,13 @@ class Client(asyncio.Protocol):
             assert self.server.loop is not None
             self._block_timer = self.server.loop.call_later(block.timeout_ms / 1000, self._timeout)
 
-    def retry_blocked(self) -> bool:
-        """Try the blocked command again; whether it finished (replied)."""
+    def retry_blocked(self, key: bytes) -> bool:
+        """Try the blocked command again for its signaled `key`; whether it finished
+        (replied)."""
         block = self.blocked
         assert block is not None
         try:
-            reply = block.retry()
+            reply = block.retry(key)
         except CommandError as exc:
             self.unblock()
             self.reply_error(exc)

@@ -17,6 +17,7 @@ from typing import TYPE_CHECKING, Any
 
 from narad.commands.args import INT64_MAX, parse_int, parse_timeout_ms, text
 from narad.commands.frames import entries_reply
+from narad.commands.streams import BLOCKED_COUNT_DEFAULT
 from narad.commands.table import command, container
 from narad.errors import CommandError, syntax
 from narad.resp import Encoded, NullArray, SimpleString
@@ -28,8 +29,6 @@ if TYPE_CHECKING:
     from narad.server import Client
 
 OK = SimpleString("OK")
-# Entries one blocked XREADGROUP gets at most when it gave no COUNT (as Redis).
-BLOCKED_COUNT_DEFAULT = 1000
 AUTOCLAIM_COUNT_MAX = ((1 << 63) - 1) // 16
 
 
@@ -41,7 +40,10 @@ def _stream(client: Client, key: bytes) -> Stream | None:
 
 
 def _touched(client: Client, key: bytes) -> None:
-    client.server.store.touch(client.db, key)
+    """A consumer-group write to `key`: transactions WATCHing it abort. Blocked
+    readers are not woken: as in Redis 7.0, only new entries, a key created,
+    replaced or deleted, or a destroyed group (XGROUP DESTROY signals it) do that."""
+    client.server.key_touched(client.db, key)
 
 
 def _entry(entry: Entry) -> list[Any]:
@@ -397,24 +399,23 @@ def _deliver(
     return entries_reply(found)
 
 
-def _retry_blocked(client: Client, req: ReadGroupArgs) -> Callable[[], Any]:
-    """What a blocked XREADGROUP tries each time one of its keys is signaled: serve
-    the first key whose stream moved past the group's cursor, or fail if the key or
-    the group is gone (Redis 7.0's UNBLOCKED and NOGROUP)."""
+def _retry_blocked(client: Client, req: ReadGroupArgs) -> Callable[[bytes], Any]:
+    """What a blocked XREADGROUP tries when one of its keys is signaled: as Redis 7.0,
+    that key alone is served if its stream moved past the group's cursor (even when
+    others of its keys moved too), and the client fails if the key or the group is
+    gone (UNBLOCKED, NOGROUP)."""
 
-    def retry() -> Any:
-        for key in req.keys:
-            stream = _stream(client, key)
-            if stream is None:
-                raise CommandError("the stream key no longer exists", "UNBLOCKED")
-            group = stream.groups.get(req.group)
-            if group is None:
-                raise _nogroup("the consumer group this client was blocked on no longer exists")
-            if stream.last_id > group.last_id:
-                count = req.count or BLOCKED_COUNT_DEFAULT
-                entries = _deliver(client, req, key, stream, group, count)
-                return _multi_reply(client, [(key, entries)])
-        return None
+    def retry(key: bytes) -> Any:
+        stream = _stream(client, key)
+        if stream is None:
+            raise CommandError("the stream key no longer exists", "UNBLOCKED")
+        group = stream.groups.get(req.group)
+        if group is None:
+            raise _nogroup("the consumer group this client was blocked on no longer exists")
+        if stream.last_id <= group.last_id:
+            return None
+        count = req.count or BLOCKED_COUNT_DEFAULT
+        return _multi_reply(client, [(key, _deliver(client, req, key, stream, group, count))])
 
     return retry
 

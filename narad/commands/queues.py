@@ -313,7 +313,7 @@ def q_pop(client: Client, args: list[bytes]) -> Any:
         return NULL_ARRAY
     db, key = client.db, args[1]
 
-    def retry() -> Any:
+    def retry(_: bytes) -> Any:  # one key: the queue's
         queue = service.get(db, key)
         if queue is None:
             raise no_queue(key)

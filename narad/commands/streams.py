@@ -41,8 +41,14 @@ def get_stream(client: Client, key: bytes) -> Stream | None:
 
 
 def written(client: Client, key: bytes) -> None:
-    """After a write to `key`: WATCH and blocked readers learn of it."""
+    """After entries were added to `key`: WATCH and blocked readers learn of it."""
     client.server.key_written(client.db, key)
+
+
+def changed(client: Client, key: bytes) -> None:
+    """After a write to `key` that added no entry: transactions WATCHing it abort,
+    and, as in Redis 7.0, no blocked reader is woken."""
+    client.server.key_touched(client.db, key)
 
 
 # -- XADD / XTRIM ------------------------------------------------------------------------
@@ -55,6 +61,8 @@ class TrimArgs:
     approx: bool = False
     limit: int = 0
     nomkstream: bool = False
+    explicit_id: int | None = None  # XADD's ID unless `*`: full or with `-*` (seq_given)
+    seq_given: bool = True
 
 
 def parse_trim_args(client: Client, args: list[bytes], xadd: bool) -> tuple[TrimArgs, int]:
@@ -92,7 +100,8 @@ def parse_trim_args(client: Client, args: list[bytes], xadd: bool) -> tuple[Trim
         elif xadd and opt == b"nomkstream":
             opts.nomkstream = True
             i += 1
-        elif xadd:
+        elif xadd:  # the ID, checked here as Redis does, before the rest
+            opts.explicit_id, opts.seq_given = ids.parse_for_add(args[i])
             break
         else:
             raise syntax()
@@ -146,12 +155,9 @@ def xadd(client: Client, args: list[bytes]) -> Any:
     fields = args[idpos + 1 :]
     if idpos >= len(args) or len(fields) < 2 or len(fields) % 2:
         raise wrong_arity("xadd")
-    explicit: int | None = None
-    seq_given = True
-    if args[idpos] != b"*":
-        explicit, seq_given = ids.parse_for_add(args[idpos])
-        if seq_given and explicit == 0:
-            raise CommandError("The ID specified in XADD must be greater than 0-0")
+    explicit, seq_given = opts.explicit_id, opts.seq_given
+    if seq_given and explicit == 0:
+        raise CommandError("The ID specified in XADD must be greater than 0-0")
     if (refusal := entry_too_large(fields)) is not None:  # before the key is made
         raise CommandError(refusal)
     store = client.server.store
@@ -179,6 +185,8 @@ def xadd(client: Client, args: list[bytes]) -> Any:
 
 
 NO_TRIM = TrimArgs()
+# Entries a blocked XREAD or XREADGROUP gets at most when it gave no COUNT (as Redis).
+BLOCKED_COUNT_DEFAULT = 1000
 
 
 def xadd_run(
@@ -240,7 +248,7 @@ def xtrim(client: Client, args: list[bytes]) -> Any:
         return 0
     removed = stream.trim(opts.maxlen, opts.minid, opts.approx, opts.limit)
     if removed:
-        written(client, args[1])
+        changed(client, args[1])
     return removed
 
 
@@ -305,7 +313,7 @@ def xdel(client: Client, args: list[bytes]) -> Any:
     sids = [ids.parse(a, strict=True) for a in args[2:]]
     removed = stream.delete(sids)
     if removed:
-        written(client, args[1])
+        changed(client, args[1])
     return removed
 
 
@@ -348,7 +356,7 @@ def xsetid(client: Client, args: list[bytes]) -> Any:
             "The ID specified in XSETID is smaller than the ID of an entry the stream held"
         )
     stream.set_id(sid, entries_added, max_deleted)
-    written(client, args[1])
+    changed(client, args[1])
     from narad.resp import SimpleString
 
     return SimpleString("OK")
@@ -369,7 +377,7 @@ def xsetid(client: Client, args: list[bytes]) -> Any:
 def xread(client: Client, args: list[bytes]) -> Any:
     """Return never seen elements in multiple streams, with IDs greater than the ones
     reported by the caller for each stream. Can block."""
-    count, block_ms, keys, id_args = parse_read_args(args, group=False)
+    count, block_ms, keys, id_args = parse_read_args(args)
     starts: list[int] = []
     for key, arg in zip(keys, id_args, strict=True):
         if arg == b"$":
@@ -378,15 +386,26 @@ def xread(client: Client, args: list[bytes]) -> Any:
         else:
             starts.append(ids.parse(arg))
 
-    def attempt() -> Any:
-        return _read_streams(client, keys, starts, count)
-
-    reply = attempt()
+    reply = _read_streams(client, keys, starts, count)
     if reply is not None or block_ms is None or client.in_exec:
         return reply if reply is not None else NullArray()
+
+    def retry(key: bytes) -> Any:
+        # As Redis 7.0 serves a blocked XREAD: the key signaled alone (even when
+        # others of its keys have new entries too), once its stream's last ID passed
+        # the one waited after, with at most COUNT entries (default
+        # BLOCKED_COUNT_DEFAULT) and maybe none (when those after it were deleted
+        # or trimmed). A key given twice waits after its first ID.
+        stream = get_stream(client, key)
+        start = starts[keys.index(key)]
+        if stream is None or stream.last_id <= start:
+            return None
+        found = stream.range(start + 1, ids.ID_MAX, count or BLOCKED_COUNT_DEFAULT)
+        return _streams_reply(client, {key: [entry_reply(e) for e in found]})
+
     from narad.server import Block
 
-    return Block([(client.db, k) for k in keys], block_ms, attempt, NullArray())
+    return Block([(client.db, k) for k in keys], block_ms, retry, NullArray())
 
 
 def _read_streams(client: Client, keys: list[bytes], starts: list[int], count: int) -> Any:
@@ -398,20 +417,21 @@ def _read_streams(client: Client, keys: list[bytes], starts: list[int], count: i
         found = stream.range(after + 1, ids.ID_MAX, count)
         if found:
             out[key] = [entry_reply(e) for e in found]
-    if not out:
-        return None
+    return _streams_reply(client, out) if out else None
+
+
+def _streams_reply(client: Client, found: dict[bytes, Any]) -> Any:
+    """XREAD's reply: stream key -> entries, a map in RESP3."""
     if client.protocol >= 3:
-        return out
-    return [[k, v] for k, v in out.items()]
+        return found
+    return [[k, v] for k, v in found.items()]
 
 
-def parse_read_args(
-    args: list[bytes], group: bool
-) -> tuple[int, int | None, list[bytes], list[bytes]]:
-    """COUNT / BLOCK / (NOACK) / STREAMS of XREAD and XREADGROUP (from args[1] or after
-    GROUP g c). Returns (count, block_ms or None, keys, ids)."""
+def parse_read_args(args: list[bytes]) -> tuple[int, int | None, list[bytes], list[bytes]]:
+    """XREAD's COUNT / BLOCK / STREAMS, checked in order as Redis does. Returns
+    (count, block_ms or None, keys, ids)."""
     count, block_ms = 0, None
-    i = 4 if group else 1
+    i = 1
     while i < len(args):
         opt = args[i].lower()
         more = len(args) - 1 - i
@@ -421,20 +441,24 @@ def parse_read_args(
         elif opt == b"block" and more:
             block_ms = parse_timeout_ms(args[i + 1])
             i += 2
-        elif opt == b"noack" and group:
-            i += 1
         elif opt == b"streams" and more:
             rest = args[i + 1 :]
             if len(rest) % 2:
                 raise CommandError(
-                    "Unbalanced "
-                    + ("XREADGROUP" if group else "XREAD")
-                    + " list of streams: for each stream key an ID or '"
-                    + (">" if group else "$")
-                    + "' must be specified."
+                    "Unbalanced XREAD list of streams: for each stream key an ID or '$' "
+                    "must be specified."
                 )
             half = len(rest) // 2
             return count, block_ms, rest[:half], rest[half:]
+        elif opt == b"group" and more >= 2:
+            raise CommandError(
+                "The GROUP option is only supported by XREADGROUP. You called XREAD instead."
+            )
+        elif opt == b"noack":
+            raise CommandError(
+                "The NOACK option is only supported by XREADGROUP. You called XREAD instead."
+            )
         else:
             raise syntax()
+    raise syntax()
     raise syntax()

@@ -157,6 +157,26 @@ SCENARIOS: dict[str, tuple[list[list[Any]], list[Any], list[list[Any]]]] = {
         ["XREAD", "BLOCK", "0", "STREAMS", "s", "$"],
         [["SWAPDB", "3", "4"], ["SWAPDB", "3", "4"]],
     ),
+    # Two keys ready at once: only the first signaled is served, as in Redis.
+    "multi_over_two_keys_serves_the_first": (
+        [],
+        ["XREAD", "BLOCK", "0", "STREAMS", "s", "t", "$", "$"],
+        [["MULTI"], ["XADD", "t", "1-0", "a", "1"], ["XADD", "s", "1-0", "b", "2"], ["EXEC"]],
+    ),
+    "group_multi_over_two_keys_serves_the_first": (
+        [
+            ["XGROUP", "CREATE", "s", "g", "$", "MKSTREAM"],
+            ["XGROUP", "CREATE", "t", "g", "$", "MKSTREAM"],
+        ],
+        ["XREADGROUP", "GROUP", "g", "c", "BLOCK", "0", "STREAMS", "s", "t", ">", ">"],
+        [["MULTI"], ["XADD", "t", "1-0", "a", "1"], ["XADD", "s", "1-0", "b", "2"], ["EXEC"]],
+    ),
+    # Served once the last ID passed the one waited after, entries or not, as in Redis.
+    "rename_of_an_emptied_stream_serves_nothing": (
+        [["XADD", "src", "5-0", "a", "1"], ["XTRIM", "src", "MAXLEN", "0"]],
+        ["XREAD", "BLOCK", "0", "STREAMS", "s", "$"],
+        [["RENAME", "src", "s"]],
+    ),
     "multi_writes_one_reply": (
         [],
         ["XREAD", "BLOCK", "0", "STREAMS", "s", "0"],
