@@ -408,6 +408,7 @@ def test_random_scripts_reply_as_redis(
         run_script(narad, redis, script + state_commands())
 
 
+@pytest.mark.parametrize("protocol", [2, 3])
 @SETTINGS_RANDOM
 @given(
     script=st.builds(
@@ -415,10 +416,15 @@ def test_random_scripts_reply_as_redis(
     )
 )
 def test_random_arguments_answer_as_redis(
-    narad_small_nodes: NaradProcess, redis_small_nodes: RedisProcess, script: list[list[str]]
+    narad_small_nodes: NaradProcess,
+    redis_small_nodes: RedisProcess,
+    protocol: int,
+    script: list[list[str]],
 ) -> None:
     with Raw(narad_small_nodes.port) as narad, Raw(redis_small_nodes.port) as redis:
-        assert narad.call("FLUSHALL") == redis.call("FLUSHALL") == b"OK"
+        for raw in (narad, redis):
+            assert raw.call("HELLO", protocol)
+            assert raw.call("FLUSHALL") == b"OK"
         run_script(narad, redis, script + state_commands())
 
 
