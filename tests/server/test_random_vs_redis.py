@@ -438,15 +438,21 @@ def test_long_streams_over_small_segments_reply_as_redis(
         run_script(narad, redis, script + state_commands())
 
 
-@settings(SETTINGS_RANDOM, max_examples=30)
-@given(script=scripts())
+@pytest.mark.parametrize(
+    ("length_max", "settings_"), [(14, ()), (600, ("segment-bytes 1kb",))], ids=["short", "long"]
+)
+@settings(SETTINGS_RANDOM, max_examples=25)
+@given(data=st.data())
 def test_state_after_kill9_is_redis_state(
     tmp_path_factory: pytest.TempPathFactory,
     redis_small_nodes: RedisProcess,
-    script: list[list[str]],
+    length_max: int,
+    settings_: tuple[str, ...],
+    data: st.DataObject,
 ) -> None:
+    script = data.draw(scripts(length_max))
     folder: Path = tmp_path_factory.mktemp("kill9")
-    narad = small_nodes_narad(folder)
+    narad = small_nodes_narad(folder, *settings_)
     narad.start()
     try:
         with Raw(narad.port) as mine, Raw(redis_small_nodes.port) as redis:
