@@ -414,6 +414,7 @@ class Server:
             for key in signaled:
                 for client in list(self.waiters.get(key, ())):
                     block = client.blocked
+                    # (A client served for an earlier key may be blocked again on others.)
                     if block is None or block.alike in found_nothing or key not in block.keys:
                         continue
                     if not client.retry_blocked(key[1]) and block.alike is not None:

@@ -278,7 +278,7 @@ def _range(client: Client, args: list[bytes], reverse: bool) -> Any:
         return []
     if count == 0:  # after the key's lookup, as in Redis
         return NullArray()
-    count = max(count, 0)
+    count = max(count, 0)  # -1, not given: 0, all
     if low is None or high is None or low > high:
         return []
     found = stream.revrange(high, low, count) if reverse else stream.range(low, high, count)
@@ -460,5 +460,4 @@ def parse_read_args(args: list[bytes]) -> tuple[int, int | None, list[bytes], li
             )
         else:
             raise syntax()
-    raise syntax()
     raise syntax()
