@@ -18,6 +18,7 @@ The model is written from the contract, not from the implementation:
 from __future__ import annotations
 
 import itertools
+from collections.abc import Iterator
 from dataclasses import dataclass
 
 import pytest
@@ -238,8 +239,22 @@ def test_queue_model(server: NaradProcess) -> None:
     run_state_machine_as_test(QueueModel, settings=MODEL_SETTINGS)
 
 
-def test_queue_model_across_kill9(server: NaradProcess) -> None:
-    CrashingQueueModel.server = server
+@pytest.fixture(scope="module")
+def small_segments(tmp_path_factory: pytest.TempPathFactory) -> Iterator[NaradProcess]:
+    """A server whose logs roll every 1 KiB, so that messages, deliveries and acks
+    spread over many segment files."""
+    folder = tmp_path_factory.mktemp("small-segments")
+    conf = folder / "narad.conf"
+    conf.write_text("segment-bytes 1kb\n")
+    server = NaradProcess(folder, ["--enable-debug-command", "yes", "--config", str(conf)])
+    server.start()
+    yield server
+    server.stop()
+
+
+@pytest.mark.parametrize("which", ["server", "small_segments"])
+def test_queue_model_across_kill9(which: str, request: pytest.FixtureRequest) -> None:
+    CrashingQueueModel.server = request.getfixturevalue(which)
     run_state_machine_as_test(
         CrashingQueueModel, settings=settings(MODEL_SETTINGS, max_examples=10)
     )
