@@ -22,6 +22,7 @@ import pytest
 from hypothesis import HealthCheck, given, reject, settings
 from hypothesis import strategies as st
 
+from tests.server.compare import mask_clock
 from tests.server.raw import Raw
 from tests.servers import NaradProcess, RedisProcess, have_redis_server
 
@@ -250,73 +251,6 @@ def scripts(length_max: int = 14) -> st.SearchStrategy[list[list[str]]]:
     )
 
 
-# -- masking what may differ --------------------------------------------------------------
-
-
-def _pairs(reply: list[Any]) -> Iterator[tuple[Any, int]]:
-    """(name, index of its value) for a map reply in RESP2's flat form."""
-    for i in range(0, len(reply) - 1, 2):
-        yield reply[i], i + 1
-
-
-def _masked_map(reply: Any, masked: set[bytes], inner: dict[bytes, Any]) -> Any:
-    """A map reply (RESP3's map or RESP2's flat list) with the values under `masked`
-    replaced and those under `inner`'s names passed through its functions."""
-    if isinstance(reply, dict):
-        return {
-            name: "masked" if name in masked else inner[name](v) if name in inner else v
-            for name, v in reply.items()
-        }
-    if not isinstance(reply, list):
-        return reply
-    out = list(reply)
-    for name, at in _pairs(reply):
-        if name in masked:
-            out[at] = "masked"
-        elif name in inner:
-            out[at] = inner[name](out[at])
-    return out
-
-
-def _consumer_full(reply: Any) -> Any:
-    return _masked_map(
-        reply,
-        {b"seen-time"},
-        {b"pending": lambda ps: [[p[0], "masked", p[2]] for p in ps]},
-    )
-
-
-def _group_full(reply: Any) -> Any:
-    return _masked_map(
-        reply,
-        set(),
-        {
-            b"pending": lambda ps: [[p[0], p[1], "masked", p[3]] for p in ps],
-            b"consumers": lambda cs: [_consumer_full(c) for c in cs],
-        },
-    )
-
-
-RADIX = {b"radix-tree-keys", b"radix-tree-nodes"}
-
-
-def masked(args: list[str], reply: Any) -> Any:
-    """`reply` with clock-dependent numbers and the radix tree sizes masked."""
-    if not isinstance(reply, (list, dict)):
-        return reply
-    name = " ".join(args[:2]).upper()
-    if name.startswith("XPENDING") and len(args) > 3:
-        return [[*item[:2], "masked", item[3]] for item in reply]
-    if name == "XINFO CONSUMERS":
-        return [_masked_map(item, {b"idle"}, {}) for item in reply]
-    if name == "XINFO STREAM":
-        full = len(args) > 3
-        return _masked_map(
-            reply, RADIX, {b"groups": lambda gs: [_group_full(g) for g in gs]} if full else {}
-        )
-    return reply
-
-
 # -- the servers --------------------------------------------------------------------------
 
 
@@ -383,7 +317,8 @@ def run_script(narad: Raw, redis: Raw, script: list[list[str]]) -> None:
     for step, args in enumerate(script):
         if in_multi and args[0] in ("XPENDING", "XINFO"):
             continue
-        mine, theirs = masked(args, narad.call(*args)), masked(args, redis.call(*args))
+        mine = mask_clock(args, narad.call(*args), radix=True)
+        theirs = mask_clock(args, redis.call(*args), radix=True)
         if parted(mine, theirs):
             reject()  # the servers' states part here
         assert mine == theirs, (step, args, script[: step + 1])
@@ -410,6 +345,17 @@ def state_commands() -> list[list[str]]:
     return out
 
 
+def run_fresh(
+    narad: NaradProcess, redis: RedisProcess, script: list[list[str]], protocol: int = 2
+) -> None:
+    """Empty both servers, then run `script` and the state commands in `protocol`."""
+    with Raw(narad.port) as mine, Raw(redis.port) as theirs:
+        for raw in (mine, theirs):
+            assert raw.call("HELLO", protocol)  # the replies differ: server, version, id
+            assert raw.call("FLUSHALL") == b"OK"
+        run_script(mine, theirs, script + state_commands())
+
+
 SETTINGS_RANDOM = settings(
     max_examples=300, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture]
 )
@@ -424,11 +370,7 @@ def test_random_scripts_reply_as_redis(
     protocol: int,
     script: list[list[str]],
 ) -> None:
-    with Raw(narad_small_nodes.port) as narad, Raw(redis_small_nodes.port) as redis:
-        for raw in (narad, redis):
-            assert raw.call("HELLO", protocol)  # the replies differ: server, version, id
-            assert raw.call("FLUSHALL") == b"OK"
-        run_script(narad, redis, script + state_commands())
+    run_fresh(narad_small_nodes, redis_small_nodes, script, protocol)
 
 
 @pytest.mark.parametrize("protocol", [2, 3])
@@ -444,11 +386,7 @@ def test_random_arguments_answer_as_redis(
     protocol: int,
     script: list[list[str]],
 ) -> None:
-    with Raw(narad_small_nodes.port) as narad, Raw(redis_small_nodes.port) as redis:
-        for raw in (narad, redis):
-            assert raw.call("HELLO", protocol)
-            assert raw.call("FLUSHALL") == b"OK"
-        run_script(narad, redis, script + state_commands())
+    run_fresh(narad_small_nodes, redis_small_nodes, script, protocol)
 
 
 @settings(SETTINGS_RANDOM, max_examples=40)
@@ -456,9 +394,7 @@ def test_random_arguments_answer_as_redis(
 def test_long_streams_over_small_segments_reply_as_redis(
     narad_small_segments: NaradProcess, redis_small_nodes: RedisProcess, script: list[list[str]]
 ) -> None:
-    with Raw(narad_small_segments.port) as narad, Raw(redis_small_nodes.port) as redis:
-        assert narad.call("FLUSHALL") == redis.call("FLUSHALL") == b"OK"
-        run_script(narad, redis, script + state_commands())
+    run_fresh(narad_small_segments, redis_small_nodes, script)
 
 
 @pytest.mark.parametrize(

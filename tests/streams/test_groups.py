@@ -30,6 +30,7 @@ from narad.streams import groups, ids
 from narad.streams import stream as stream_module
 from narad.streams.groups import ClaimOptions, Counters, Group
 from narad.streams.stream import Stream
+from tests.server.compare import mask_clock
 from tests.servers import NaradProcess, RedisProcess, wait_until
 
 
@@ -756,56 +757,6 @@ def run_narad(client: FakeClient, args: list[bytes]) -> Any:
     if type(reply).__name__ == "Block":
         return reply.timeout_reply
     return reply
-
-
-def mask_clock(args: list[bytes], reply: Any) -> Any:
-    """Replace the clock-dependent numbers in a reply with "T" (maps may be dicts, flat
-    RESP2 lists, or ("map", flat list) from parse_resp2)."""
-    name = b" ".join(a.lower() for a in args[:2])
-    if isinstance(reply, tuple) and reply[0] != "map":  # an error
-        return reply
-    if not isinstance(reply, (list, dict, tuple)):
-        return reply
-    if name.startswith(b"xpending") and len(args) > 3:
-        return [[*item[:2], "T", item[3]] for item in reply]
-    if name == b"xinfo consumers":
-        return [_mask_map(item, {b"idle"}, {}) for item in reply]
-    if name == b"xinfo stream" and len(args) > 3:
-        return _mask_map(reply, set(), {b"groups": lambda gs: [_mask_group(g) for g in gs]})
-    return reply
-
-
-def _mask_map(m: Any, keys: set[bytes], inner: dict[bytes, Any]) -> Any:
-    """A map reply with the values under `keys` replaced by "T" and those under
-    `inner`'s keys passed through its functions."""
-    if isinstance(m, tuple):
-        return (m[0], _mask_map(m[1], keys, inner))
-    if isinstance(m, dict):
-        return {k: "T" if k in keys else inner[k](v) if k in inner else v for k, v in m.items()}
-    out = list(m)
-    for i in range(0, len(out) - 1, 2):
-        if out[i] in keys:
-            out[i + 1] = "T"
-        elif out[i] in inner:
-            out[i + 1] = inner[out[i]](out[i + 1])
-    return out
-
-
-def _mask_group(group: Any) -> Any:
-    return _mask_map(
-        group,
-        set(),
-        {
-            b"pending": lambda ps: [[p[0], p[1], "T", p[3]] for p in ps],
-            b"consumers": lambda cs: [_mask_consumer(c) for c in cs],
-        },
-    )
-
-
-def _mask_consumer(consumer: Any) -> Any:
-    return _mask_map(
-        consumer, {b"seen-time"}, {b"pending": lambda ps: [[p[0], "T", p[2]] for p in ps]}
-    )
 
 
 class Peers:
