@@ -42,6 +42,10 @@ small = st.integers(0, 6)
 entry_id = st.builds("{}-{}".format, ms, seq)
 # IDs as arguments: full, ms only, and now and then one Redis refuses.
 some_id = st.one_of(entry_id, ms.map(str), st.sampled_from(["0", "0-0", "x"]))
+# Idle times that decide the same way whenever the test runs: 0, or more than the
+# Unix ms of any delivery made by it (10^12 ms is 2001), with delivery times set
+# long ago (TIME 1) or left to the clock.
+min_idle = st.sampled_from(["0", "0", "1000000000000"])
 range_start = st.one_of(st.just("-"), some_id, entry_id.map("({}".format))
 range_end = st.one_of(st.just("+"), some_id, entry_id.map("({}".format))
 
@@ -145,7 +149,7 @@ xpending = st.one_of(
         lambda k, g, idle, a, b, n, c: _flat("XPENDING", k, g, idle, a, b, n, c),
         key,
         group,
-        _opt(st.just(["IDLE", "0"])),
+        _opt(min_idle.map(lambda ms: ["IDLE", ms])),
         range_start,
         range_end,
         small,
@@ -153,23 +157,27 @@ xpending = st.one_of(
     ),
 )
 xclaim = st.builds(
-    lambda k, g, c, i, opts: _flat("XCLAIM", k, g, c, "0", i, opts),
+    lambda k, g, c, idle, i, opts: _flat("XCLAIM", k, g, c, idle, i, opts),
     key,
     group,
     consumer,
+    min_idle,
     st.lists(entry_id, min_size=1, max_size=3),
     st.lists(
-        st.sampled_from([["JUSTID"], ["FORCE"], ["RETRYCOUNT", "5"], ["LASTID", "3-0"]]),
+        st.sampled_from(
+            [["JUSTID"], ["FORCE"], ["RETRYCOUNT", "5"], ["LASTID", "3-0"], ["TIME", "1"]]
+        ),
         max_size=2,
     ).map(lambda opts: [x for o in opts for x in o]),
 )
 xautoclaim = st.builds(
-    lambda k, g, c, start, count, justid: _flat(
-        "XAUTOCLAIM", k, g, c, "0", start, count, justid
+    lambda k, g, c, idle, start, count, justid: _flat(
+        "XAUTOCLAIM", k, g, c, idle, start, count, justid
     ),
     key,
     group,
     consumer,
+    min_idle,
     st.one_of(st.just("0-0"), entry_id),
     _opt(st.integers(1, 4).map(lambda n: ["COUNT", str(n)])),
     _opt(st.just(["JUSTID"])),
