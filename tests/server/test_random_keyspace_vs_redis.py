@@ -5,7 +5,8 @@ renames, SELECT, SWAPDB, FLUSHDB, KEYS, SCAN, DBSIZE, and MULTI / EXEC / DISCARD
 with WATCH / UNWATCH around them. Every reply must equal Redis's, error texts
 included, in RESP2 and RESP3. KEYS and SCAN list keys in an order that depends on
 each server's hash tables, so their keys are compared as sorted lists (outside a
-transaction only).
+transaction only). A second test sends these and a few connection commands with
+arguments drawn at random, for errors and the order of their checks.
 
 Consumer-group commands stay out: WATCH sees their writes as changes of the key,
 which Redis does not always (docs/streams.md, "Deliberate differences").
