@@ -355,7 +355,8 @@ def xsetid(client: Client, args: list[bytes]) -> Any:
         raise CommandError(
             "The ID specified in XSETID is smaller than the ID of an entry the stream held"
         )
-    stream.set_id(sid, entries_added, max_deleted)
+    # As in Redis, MAXDELETEDID 0-0 leaves the stream's max deleted ID as it is.
+    stream.set_id(sid, entries_added, max_deleted or None)
     changed(client, args[1])
     from narad.resp import SimpleString
 

@@ -86,6 +86,8 @@ SCRIPTS = {
         ["XSETID", "x", "20-0", "ENTRIESADDED", "1"],
         ["XSETID", "x", "20-0", "ENTRIESADDED", "100", "MAXDELETEDID", "25-0"],
         ["XSETID", "x", "20-0", "ENTRIESADDED", "100", "MAXDELETEDID", "15-0"],
+        ["XSETID", "x", "20-0", "MAXDELETEDID", "0-0"],  # 0-0 leaves it at 15-0
+        ["XINFO", "STREAM", "x"],
     ],
     "xread": [
         ["XADD", "a", "1-0", "f", "1"],
