@@ -17,7 +17,7 @@ from typing import TYPE_CHECKING, Any
 
 from narad.commands.args import INT64_MAX, parse_int, parse_timeout_ms, text
 from narad.commands.frames import entries_reply
-from narad.commands.streams import BLOCKED_COUNT_DEFAULT
+from narad.commands.streams import BLOCKED_COUNT_DEFAULT, changed, written
 from narad.commands.table import command, container
 from narad.errors import CommandError, syntax
 from narad.resp import Encoded, NullArray, SimpleString
@@ -37,13 +37,6 @@ AUTOCLAIM_COUNT_MAX = ((1 << 63) - 1) // 16
 
 def _stream(client: Client, key: bytes) -> Stream | None:
     return client.server.store.get(client.db, key)
-
-
-def _touched(client: Client, key: bytes) -> None:
-    """A consumer-group write to `key`: transactions WATCHing it abort. Blocked
-    readers are not woken: as in Redis 7.0, only new entries, a key created,
-    replaced or deleted, or a destroyed group (XGROUP DESTROY signals it) do that."""
-    client.server.key_touched(client.db, key)
 
 
 def _entry(entry: Entry) -> list[Any]:
@@ -177,10 +170,10 @@ def xgroup_create(client: Client, args: list[bytes]) -> Any:
     stream = xa.stream
     if stream is None:
         stream = client.server.store.create_stream(client.db, xa.key)
-        _touched(client, xa.key)
+        written(client, xa.key)
     if not groups.create_group(stream, xa.name, last_id, xa.entries_read):
         raise CommandError("Consumer Group name already exists", "BUSYGROUP")
-    _touched(client, xa.key)
+    changed(client, xa.key)
     return OK
 
 
@@ -197,7 +190,7 @@ def xgroup_setid(client: Client, args: list[bytes]) -> Any:
     assert xa.stream is not None and xa.group is not None
     last_id = xa.stream.last_id if args[4] == b"$" else ids.parse(args[4])
     groups.set_group_id(xa.stream, xa.group, last_id, xa.entries_read)
-    _touched(client, xa.key)
+    changed(client, xa.key)
     return OK
 
 
@@ -221,7 +214,7 @@ def xgroup_destroy(client: Client, args: list[bytes]) -> Any:
     assert xa.stream is not None
     if not groups.destroy_group(xa.stream, xa.name):
         return 0
-    _touched(client, xa.key)
+    changed(client, xa.key)
     client.server.signal_key(client.db, xa.key)
     return 1
 
@@ -236,7 +229,7 @@ def xgroup_createconsumer(client: Client, args: list[bytes]) -> Any:
     assert xa.stream is not None and xa.group is not None
     if not groups.create_consumer(xa.stream, xa.group, args[4], groups.now_ms()):
         return 0
-    _touched(client, xa.key)
+    changed(client, xa.key)
     return 1
 
 
@@ -252,7 +245,7 @@ def xgroup_delconsumer(client: Client, args: list[bytes]) -> Any:
     if args[4] not in xa.group.consumers:
         return 0
     pending = groups.delete_consumer(xa.stream, xa.group, args[4])
-    _touched(client, xa.key)
+    changed(client, xa.key)
     return pending
 
 
@@ -377,7 +370,7 @@ def _last_live_id(stream: Stream) -> int:
     when the last record appended has been deleted or trimmed."""
     offset = stream.data.next_offset - 1
     if offset >= stream.start and offset not in stream.deleted:
-        return ids.make(*stream.data.last_id)
+        return stream.added_id
     last = stream.last_entry()
     return last[0] if last is not None else 0
 
@@ -387,7 +380,7 @@ def _history(client: Client, req: ReadGroupArgs, t: Target) -> list[Any]:
     found = groups.read_history(
         t.stream, t.group, req.consumer, t.after, req.count, groups.now_ms()
     )
-    _touched(client, t.key)
+    changed(client, t.key)
     return [[ids.fmt(sid), NullArray() if fields is None else fields] for sid, fields in found]
 
 
@@ -395,7 +388,7 @@ def _deliver(
     client: Client, req: ReadGroupArgs, key: bytes, stream: Stream, group: Group, count: int
 ) -> Encoded:
     found = groups.read_new_raw(stream, group, req.consumer, count, req.noack, groups.now_ms())
-    _touched(client, key)
+    changed(client, key)
     return entries_reply(found)
 
 
@@ -479,7 +472,7 @@ def xack(client: Client, args: list[bytes]) -> Any:
     sids = ids.parse_all_strict(args[3:])
     acked = groups.ack(stream, group, sids)
     if acked:
-        _touched(client, args[1])
+        changed(client, args[1])
     return acked
 
 
@@ -653,7 +646,7 @@ def xclaim(client: Client, args: list[bytes]) -> Any:
     cursor = group.last_id
     claimed, dropped = groups.claim(stream, group, args[3], sids, opts, now)
     if claimed or dropped or group.last_id != cursor:
-        _touched(client, args[1])
+        changed(client, args[1])
     return _claimed_reply(stream, claimed, opts.justid)
 
 
@@ -694,7 +687,7 @@ def xautoclaim(client: Client, args: list[bytes]) -> Any:
         stream, group, args[3], max(min_idle, 0), start, count, justid, groups.now_ms()
     )
     if claimed or deleted:
-        _touched(client, args[1])
+        changed(client, args[1])
     return [
         ids.fmt(cursor),
         _claimed_reply(stream, claimed, justid),

@@ -41,13 +41,15 @@ def get_stream(client: Client, key: bytes) -> Stream | None:
 
 
 def written(client: Client, key: bytes) -> None:
-    """After entries were added to `key`: WATCH and blocked readers learn of it."""
+    """After entries were added to `key`, or the key was made: WATCH and blocked
+    readers learn of it."""
     client.server.key_written(client.db, key)
 
 
 def changed(client: Client, key: bytes) -> None:
-    """After a write to `key` that added no entry: transactions WATCHing it abort,
-    and, as in Redis 7.0, no blocked reader is woken."""
+    """After any other write to `key` (trims, deletes, XSETID, consumer groups):
+    transactions WATCHing it abort and, as in Redis 7.0, no blocked reader is woken
+    (XGROUP DESTROY wakes its group's readers itself)."""
     client.server.key_touched(client.db, key)
 
 
@@ -268,7 +270,7 @@ def _range(client: Client, args: list[bytes], reverse: bool) -> Any:
         raise CommandError("invalid start ID for the interval")
     if high_arg[:1] == b"(" and high is None:
         raise CommandError("invalid end ID for the interval")
-    count = -1  # not given: all
+    count: int | None = None  # not given: all
     for i in range(4, len(args), 2):  # as in Redis, a repeated COUNT overrides
         if args[i].lower() != b"count" or i + 1 == len(args):
             raise syntax()
@@ -278,9 +280,9 @@ def _range(client: Client, args: list[bytes], reverse: bool) -> Any:
         return []
     if count == 0:  # after the key's lookup, as in Redis
         return NullArray()
-    count = max(count, 0)  # -1, not given: 0, all
     if low is None or high is None or low > high:
         return []
+    count = count or 0  # 0: all, for range and revrange
     found = stream.revrange(high, low, count) if reverse else stream.range(low, high, count)
     return [entry_reply(e) for e in found]
 
@@ -349,7 +351,7 @@ def xsetid(client: Client, args: list[bytes]) -> Any:
         raise CommandError(
             "The entries_added specified in XSETID is smaller than the target stream length"
         )
-    if sid < stream.appended_id:
+    if sid < stream.added_id:
         # Redis lets an ID go back below entries it deleted; here the data log's IDs
         # only increase (docs/streams.md, "Deliberate differences").
         raise CommandError(
@@ -401,8 +403,8 @@ def xread(client: Client, args: list[bytes]) -> Any:
         start = starts[keys.index(key)]
         if stream is None or stream.last_id <= start:
             return None
-        found = stream.range(start + 1, ids.ID_MAX, count or BLOCKED_COUNT_DEFAULT)
-        return _streams_reply(client, {key: [entry_reply(e) for e in found]})
+        found = _read_streams(client, [key], [start], count or BLOCKED_COUNT_DEFAULT)
+        return found if found is not None else _streams_reply(client, {key: []})
 
     from narad.server import Block
 

@@ -350,7 +350,7 @@ class Queue:
         for offset in [o for o in self.tracked if o >= end]:
             del self.tracked[offset]
         self.cursor = min(self.cursor, end)
-        last = max(self.stream.top_id, ids.make(*self.stream.data.last_id))
+        last = self.stream.last_id
         for key in [k for k, v in self.dedup.items() if v >> _EXPIRES_BITS > last]:
             del self.dedup[key]
 

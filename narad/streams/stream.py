@@ -93,7 +93,6 @@ class Stream:
         # the data log is never truncated under a live stream, so it stays true.
         self._after_hint = (-1, 0)
         self._replay()
-        self._note_last_id()
 
     # -- counters -----------------------------------------------------------------------
 
@@ -102,14 +101,14 @@ class Stream:
         return self.data.next_offset - self.start - len(self.deleted)
 
     @property
-    def appended_id(self) -> int:
-        """The ID of the last entry ever appended, deleted or trimmed since or not (0
-        for none). IDs only grow with offsets in the data log, so the stream's last
-        ID never goes below it."""
+    def added_id(self) -> int:
+        """The ID of the last entry ever added to the data log, deleted or trimmed
+        since or not (0 for none). IDs only grow with offsets in the data log, so the
+        stream's last ID never goes below it."""
         return ids.make(*self.data.last_id)
 
     def _note_last_id(self) -> None:
-        self.last_id = max(self.top_id, self.appended_id)
+        self.last_id = max(self.top_id, self.added_id)
 
     @property
     def entries_added(self) -> int:
@@ -142,6 +141,7 @@ class Stream:
         end = self.data.next_offset
         self.start = min(max(self.start, self.data.start_offset), end)
         self.deleted = {o for o in self.deleted if self.start <= o < end}
+        self._note_last_id()
         if self.queue is not None:
             self.queue.forget_lost_tail()
         if count:

@@ -701,6 +701,9 @@ class FakeServer:
     def key_touched(self, db: int, key: bytes) -> None:
         self.touched.append(key)
 
+    def key_written(self, db: int, key: bytes) -> None:
+        self.touched.append(key)  # no reader ever blocks here: nobody to wake
+
 
 class FakeClient:
     def __init__(self, server: FakeServer, protocol: int = 2) -> None:
