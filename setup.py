@@ -34,13 +34,13 @@ class OptionalBuildExt(build_ext):
             print(f"narad: speedup {ext.name} not built ({exc}); using pure Python")
 
 
-# The modules every request runs through, compiled as they are written.
+# Modules of the request path, compiled as they are written. Not server.py nor the
+# parser's glue: they are mostly attribute reads on plain objects, which CPython's
+# specialising interpreter does faster than generic compiled code (bench/README.md).
 COMPILED = [
-    "narad/server.py",
     "narad/store.py",
     "narad/clock.py",
     "narad/resp/encoder.py",
-    "narad/resp/_hiredis_parser.py",
     "narad/commands/args.py",
     "narad/commands/deferred.py",
     "narad/commands/frames.py",
