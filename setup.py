@@ -65,22 +65,19 @@ def extensions() -> list:  # type: ignore[type-arg]
         from Cython.Build import cythonize
     except ImportError:
         return []
-    try:
-        twins = cythonize(
-            ["narad/_speedups/*.pyx"],
-            compiler_directives={"language_level": "3", "boundscheck": False, "wraparound": False},
-            quiet=True,
-        )
-        # Plain Python semantics: annotations are not turned into C types or checks.
-        same_code = cythonize(
-            COMPILED,
-            compiler_directives={"language_level": "3", "annotation_typing": False},
-            quiet=True,
-        )
-        return twins + same_code
-    except Exception as exc:  # noqa: BLE001 - a failed translation means "no speedups"
-        print(f"narad: speedups not translated ({exc}); using pure Python")
-        return []
+
+    def translated(paths: list[str], directives: dict[str, object]) -> list:  # type: ignore[type-arg]
+        try:
+            return cythonize(
+                paths, compiler_directives={"language_level": "3", **directives}, quiet=True
+            )
+        except Exception as exc:  # noqa: BLE001 - a failed translation means "not compiled"
+            print(f"narad: {paths[0]}... not translated ({exc}); using pure Python")
+            return []
+
+    twins = translated(["narad/_speedups/*.pyx"], {"boundscheck": False, "wraparound": False})
+    # Plain Python semantics: annotations are not turned into C types or checks.
+    return twins + translated(COMPILED, {"annotation_typing": False})
 
 
 setup(ext_modules=extensions(), cmdclass={"build_ext": OptionalBuildExt})
