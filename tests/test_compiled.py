@@ -26,23 +26,30 @@ def compiled_modules() -> list[str]:
     raise AssertionError("setup.py has no COMPILED list")
 
 
+@pytest.fixture
+def some_extension() -> Path:
+    """A built extension of this tree (a twin's)."""
+    found = next((ROOT / "narad" / "_speedups").glob("_format.*.so"), None)
+    if found is None:
+        pytest.skip("no compiled extension here")
+    return found
+
+
 def test_compiled_modules_run_built_or_as_source_as_asked() -> None:
     """CI sets NARAD_REQUIRE_SPEEDUPS=1 so that the compiled path is really tested."""
     names = compiled_modules()
     assert "narad.queues.service" in names
+    if not PURE and os.environ.get("NARAD_REQUIRE_SPEEDUPS") != "1":
+        pytest.skip("neither NARAD_PURE nor NARAD_REQUIRE_SPEEDUPS is set")
     files = {name: importlib.import_module(name).__file__ or "" for name in names}
-    if PURE:
-        assert all(f.endswith(".py") for f in files.values()), files
-    elif os.environ.get("NARAD_REQUIRE_SPEEDUPS") == "1":
-        assert all(f.endswith(".so") for f in files.values()), files
+    wanted = ".py" if PURE else ".so"
+    assert all(f.endswith(wanted) for f in files.values()), files
 
 
-def test_a_build_older_than_its_source_is_not_run(tmp_path: Path) -> None:
+def test_a_build_older_than_its_source_is_not_run(tmp_path: Path, some_extension: Path) -> None:
+    """`some_extension` stands in for the build of a source beside it."""
     import narad.log.format as any_module
 
-    some_extension = next((ROOT / "narad" / "_speedups").glob("_format.*.so"), None)
-    if some_extension is None:
-        pytest.skip("no compiled extension here to stand in for a build")
     suffix = some_extension.name.removeprefix("_format")
     source = tmp_path / "mod.py"
     built = tmp_path / f"mod{suffix}"
@@ -64,12 +71,9 @@ def test_a_build_older_than_its_source_is_not_run(tmp_path: Path) -> None:
     assert spec is not None and spec.origin == str(source)
 
 
-def test_a_twin_is_left_to_its_loader(tmp_path: Path) -> None:
+def test_a_twin_is_left_to_its_loader(some_extension: Path) -> None:
     """An extension with no source beside it (narad/_speedups/*.pyx) is found as usual;
     `load` decides whether it runs."""
-    some_extension = next((ROOT / "narad" / "_speedups").glob("_format.*.so"), None)
-    if some_extension is None:
-        pytest.skip("no compiled extension here")
     spec = SourceOrCompiled().find_spec("narad._speedups._format", [str(some_extension.parent)])
     assert spec is not None and spec.origin == str(some_extension)
 

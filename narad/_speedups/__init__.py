@@ -28,7 +28,7 @@ from types import ModuleType
 
 PURE = os.environ.get("NARAD_PURE", "") not in ("", "0")
 
-logger = logging.getLogger("narad")
+logger = logging.getLogger("narad.speedups")
 
 # A source written this long after its build was edited since. (An install writes
 # both files at nearly the same time, in either order.)
