@@ -36,13 +36,12 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
 from narad import errors
-from narad.commands.table import LOOKUP, RUN_REPLY_BYTES_MAX, Command, all_commands
+from narad.commands.table import LOOKUP, RUN_REPLY_BYTES_MAX, Block, Command, all_commands
 from narad.config import Config
 from narad.errors import CommandError
 from narad.log import LogFailed
 from narad.queues.service import QueueService
 from narad.resp import (
-    NULL_ARRAY,
     ErrorReply,
     ProtocolError,
     QueryBufferLimit,
@@ -62,22 +61,6 @@ MULTI_IMMEDIATE = frozenset({b"exec", b"discard", b"multi", b"watch", b"quit", b
 QUEUED = object()  # the reply marker for a queued command
 CRON_INTERVAL_S = 1.0
 NO_REPLY = object()  # a handler's answer when nothing is to be sent (CLIENT REPLY OFF)
-
-
-@dataclass
-class Block:
-    """A handler's answer "not yet": wait on `keys` (db, key) until `retry(key)`, called
-    with a key of `keys` that was signaled, returns a reply (not None), or until
-    `timeout_ms` passes (0: forever), then reply `timeout_reply`. `retry` may raise
-    CommandError when what it waits on is gone."""
-
-    keys: list[tuple[int, bytes]]
-    timeout_ms: int
-    retry: Callable[[bytes], Any]
-    timeout_reply: Any = NULL_ARRAY
-    # Blocks with the same token wait for the same thing (Q.POP on one queue): once
-    # one's retry finds nothing, the others' would too, and are not tried in that pass.
-    alike: Hashable | None = None
 
 
 @dataclass

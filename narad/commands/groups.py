@@ -18,7 +18,7 @@ from typing import TYPE_CHECKING, Any
 from narad.commands.args import INT64_MAX, parse_int, parse_timeout_ms, text
 from narad.commands.frames import entries_reply
 from narad.commands.streams import BLOCKED_COUNT_DEFAULT, changed, written
-from narad.commands.table import command, container
+from narad.commands.table import Block, command, container
 from narad.errors import CommandError, syntax
 from narad.resp import Encoded, NullArray, SimpleString
 from narad.streams import groups, ids
@@ -440,8 +440,6 @@ def xreadgroup(client: Client, args: list[bytes]) -> Any:
         return reply
     if req.block_ms is None or client.in_exec:
         return NullArray()
-    from narad.server import Block
-
     keys = [(client.db, key) for key in req.keys]
     return Block(keys, req.block_ms, _retry_blocked(client, req), NullArray())
 

@@ -15,7 +15,7 @@ from narad.commands.args import parse_int, parse_timeout_ms
 from narad.commands.deferred import can_hold, defer_entries
 from narad.commands.keys import glob_match
 from narad.commands.schema import check_payloads
-from narad.commands.table import COMMANDS, command
+from narad.commands.table import COMMANDS, Block, command
 from narad.errors import CommandError, no_queue, syntax, wrong_arity
 from narad.log.format import entry_too_large
 from narad.queues.queue import MAX_RECEIVES, MAX_VISIBILITY_MS, Queue, Settings
@@ -25,7 +25,7 @@ from narad.streams import ids
 from narad.streams.stream import pack_id
 
 if TYPE_CHECKING:
-    from narad.server import Block, Client
+    from narad.server import Client
     from narad.streams.stream import Stream
 
 OK = SimpleString("OK")
@@ -292,8 +292,6 @@ Q_PUSH.run = q_push_run
     summary="Delivers visible messages, waiting for them with BLOCK.",
 )
 def q_pop(client: Client, args: list[bytes]) -> Any:
-    from narad.server import Block
-
     service = client.server.queues
     queue = service.require(client, args[1])
     count, visibility, block = 1, queue.settings.visibility, None

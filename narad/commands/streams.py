@@ -15,7 +15,7 @@ from typing import TYPE_CHECKING, Any
 from narad.commands.args import parse_int, parse_timeout_ms
 from narad.commands.deferred import can_hold, defer_entries
 from narad.commands.schema import check_entry
-from narad.commands.table import COMMANDS, command
+from narad.commands.table import COMMANDS, Block, command
 from narad.errors import IDS_EXHAUSTED, CommandError, syntax, wrong_arity
 from narad.log.format import entry_too_large
 from narad.resp import NullArray
@@ -405,8 +405,6 @@ def xread(client: Client, args: list[bytes]) -> Any:
             return None
         found = _read_streams(client, [key], [start], count or BLOCKED_COUNT_DEFAULT)
         return found if found is not None else _streams_reply(client, {key: []})
-
-    from narad.server import Block
 
     return Block([(client.db, k) for k in keys], block_ms, retry, NullArray())
 

@@ -12,10 +12,12 @@ stale, no_multi, ...); `write` decides what a replica refuses and what is replic
 from __future__ import annotations
 
 from collections import deque
-from collections.abc import Callable, Iterable, Iterator
+from collections.abc import Callable, Hashable, Iterable, Iterator
 from collections.abc import Set as AbstractSet
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
+
+from narad.resp import NULL_ARRAY
 
 if TYPE_CHECKING:
     from narad.server import Client
@@ -31,6 +33,22 @@ Handler = Callable[["Client", list[bytes]], Any]
 # RUN_REPLY_BYTES_MAX bytes (the caller bounds the output buffer with it).
 RUN_REPLY_BYTES_MAX = 48
 RunHandler = Callable[["Client", list[bytes], "deque[list[bytes]]"], "list[list[bytes]] | None"]
+
+
+@dataclass
+class Block:
+    """A handler's answer "not yet": wait on `keys` (db, key) until `retry(key)`, called
+    with a key of `keys` that was signaled, returns a reply (not None), or until
+    `timeout_ms` passes (0: forever), then reply `timeout_reply`. `retry` may raise
+    CommandError when what it waits on is gone."""
+
+    keys: list[tuple[int, bytes]]
+    timeout_ms: int
+    retry: Callable[[bytes], Any]
+    timeout_reply: Any = NULL_ARRAY
+    # Blocks with the same token wait for the same thing (Q.POP on one queue): once
+    # one's retry finds nothing, the others' would too, and are not tried in that pass.
+    alike: Hashable | None = None
 
 
 @dataclass

@@ -43,6 +43,7 @@ if TYPE_CHECKING:
     from narad.log import Record
 
 VISIBLE, IN_FLIGHT, DELAYED = 0, 1, 2
+STALE = -1  # `Queue.current` of a receipt of an older delivery (packed values are >= 0)
 MAX_VISIBILITY_MS = 12 * 3600 * 1000
 MAX_RECEIVES = (1 << 20) - 1  # the receive count stops here (it has 20 bits)
 _OFFSET_BITS = 40  # in timer entries
@@ -77,6 +78,11 @@ def unpack(value: int) -> Tracked:
 def receives_of(value: int) -> int:
     """`unpack(value).receives`, without the tuple (the delivery path)."""
     return (value >> 2) & 0xFFFFF
+
+
+def delivery_of(value: int) -> int:
+    """`unpack(value).delivery`, without the tuple (the ack path)."""
+    return (value >> 22) & ((1 << 40) - 1)
 
 
 def receipt(offset: int, delivery: int) -> bytes:
@@ -262,17 +268,16 @@ class Queue:
 
     # -- receipts ---------------------------------------------------------------------
 
-    def current(self, offset: int, delivery: int) -> Tracked | bool | None:
-        """What a receipt names: the tracked message when it names the latest
-        delivery, False when the message was delivered again since (stale), None
+    def current(self, offset: int, delivery: int) -> int | None:
+        """What a receipt names: the tracked message's packed value when it names
+        the latest delivery, STALE when the message was delivered again since, None
         when the message is no longer tracked (acked, dead-lettered, trimmed)."""
         value = self.tracked.get(offset)
         if value is None or offset < self.stream.start:
             return None
-        t = unpack(value)
-        if t.delivery != delivery or t.receives == 0:
-            return False
-        return t
+        if delivery_of(value) != delivery or not receives_of(value):
+            return STALE
+        return value
 
     # -- dedup --------------------------------------------------------------------------
 

@@ -32,6 +32,7 @@ from narad.errors import IDS_EXHAUSTED, CommandError, no_queue
 from narad.log import FLAG_ENTRY, FsyncPolicy, Log, Record, decode_fields
 from narad.queues.queue import (
     IN_FLIGHT,
+    STALE,
     Queue,
     Settings,
     parse_receipt,
@@ -177,8 +178,8 @@ class QueueService:
         (acked before, dead-lettered, trimmed) are not counted."""
         acked: dict[int, None] = {}  # once each, in receipt order
         for raw in receipts:
-            offset, t = self._resolve(queue, raw)
-            if t is not None:
+            offset, value = self._resolve(queue, raw)
+            if value is not None:
                 acked[offset] = None
         offsets = list(acked)
         if offsets:
@@ -213,22 +214,26 @@ class QueueService:
         queue.stream.log_op(["q.touch", offset, deadline])
         self.arm(deadline)
 
-    def _resolve(self, queue: Queue, raw: bytes, in_flight: bool = False) -> tuple[int, Any]:
+    def _resolve(
+        self, queue: Queue, raw: bytes, in_flight: bool = False
+    ) -> tuple[int, int | None]:
+        """The offset a receipt names and its tracked value (None: no longer tracked);
+        STALE errors for an older delivery, and with `in_flight` for a message not in
+        flight under this delivery."""
         parsed = parse_receipt(raw)
         if parsed is None:
             raise CommandError(f"invalid receipt '{raw.decode('utf-8', 'replace')}'")
         offset, delivery = parsed
-        t = queue.current(offset, delivery)
-        if t is False:
+        value = queue.current(offset, delivery)
+        if value == STALE:
             raise stale(raw, "the message was delivered again since")
         if in_flight:
-            if t is None:
+            if value is None:
                 raise stale(raw, "the message is no longer in flight")
-            now = self.clock.now_ms()
-            assert not isinstance(t, bool)
-            if t.state != IN_FLIGHT or t.due <= now:
+            t = unpack(value)
+            if t.state != IN_FLIGHT or t.due <= self.clock.now_ms():
                 raise stale(raw, "its visibility deadline passed")
-        return offset, t
+        return offset, value
 
     def _settled(self, queue: Queue, offsets: list[int]) -> None:
         """Messages left their push consumer's prefetch window."""

@@ -42,6 +42,10 @@ READ_BATCH = 256
 Entry = tuple[int, list[bytes]]  # (entry ID, flat field/value list)
 OpHandler = Callable[["Stream", list[Any]], None]
 
+# One packer for every op, reused (a fresh one per op costs about three times as
+# much); snapshots, which may be large, use their own so that its buffer is freed.
+_pack_op = msgpack.Packer(use_bin_type=True).pack
+
 # Op name -> handler; consumer groups register theirs (narad/streams/groups.py).
 OP_HANDLERS: dict[str, OpHandler] = {}
 
@@ -120,7 +124,7 @@ class Stream:
         """Apply `op` to memory and append it to the state log (committed with the
         next group commit)."""
         self.apply(op)
-        self.state.append(msgpack.packb(op, use_bin_type=True))
+        self.state.append(_pack_op(op))
         self._note(self.state)
 
     def apply(self, op: list[Any]) -> None:
