@@ -56,7 +56,7 @@ INDEX_WRITE_ENTRIES = 16
 # read_with_buffer decodes at most this many buffered records ahead of the first one
 # it returns; a read further into the write buffer writes it and reads the file.
 BUFFER_SKIP_MAX = 64
-# The bytes of the last write are kept for reads when it was at most this big.
+# A write asked to keep its bytes for reads keeps them only when at most this big.
 TAIL_KEEP_BYTES = 64 * 1024
 
 
@@ -131,11 +131,11 @@ class Log:
         # scanning no records before it. Positions only change by truncation, which
         # clears it.
         self._read_hint: tuple[int, Segment, int] | None = None
-        # The bytes of the last write, if at most TAIL_KEEP_BYTES: (the offset of its
-        # first record, the bytes, the position they start at, their segment). They
-        # end at `written_end`. A read of records just committed (a consumer close
-        # behind its producers) decodes them instead of reading the file. Truncation
-        # clears it.
+        # The bytes of the last write when it was asked to keep them (`write`): (the
+        # offset of its first record, the bytes, the position they start at, their
+        # segment). They end at `written_end`: every other write, and truncation,
+        # clear it. A read of records just committed (a consumer close behind its
+        # producers) decodes them instead of reading the file.
         self._written_tail: tuple[int, bytearray, int, Segment] | None = None
         self.start_offset = 0  # logical first offset (see start.checkpoint)
         self._epochs: list[tuple[int, int]] = []
@@ -481,8 +481,11 @@ class Log:
         age_max = self.config.segment_ms
         return bool(age_max) and ts - seg.first_timestamp_ms >= age_max
 
-    def write(self) -> int:
-        """Put every buffered record in the active file with one write; return bytes."""
+    def write(self, keep_tail: bool = False) -> int:
+        """Put every buffered record in the active file with one write; return bytes.
+        With `keep_tail`, the bytes written (if at most TAIL_KEEP_BYTES) stay in memory
+        for reads until the next write or `forget_tail` (the group commit keeps those
+        of its last commit)."""
         self._check_writable()
         if not self._pending:
             return 0
@@ -496,7 +499,9 @@ class Log:
             except OSError as exc:
                 raise self._fail("write", exc) from exc
             self._written_tail = (
-                (self._pending_offset, data, seg.size, seg) if done <= TAIL_KEEP_BYTES else None
+                (self._pending_offset, data, seg.size, seg)
+                if keep_tail and done <= TAIL_KEEP_BYTES
+                else None
             )
             seg.size += len(data)
             self._pending_offset += self._pending_records
@@ -504,6 +509,15 @@ class Log:
             self._pending = bytearray()
             self.written_end = self._pending_offset
         return len(data)
+
+    @property
+    def tail_bytes(self) -> int:
+        """The bytes the last write kept for reads (see `write`)."""
+        tail = self._written_tail
+        return 0 if tail is None else len(tail[1])
+
+    def forget_tail(self) -> None:
+        self._written_tail = None
 
     def sync(self) -> bool:
         """Fsync what is written; return whether an fsync was issued. Thread-safe."""
