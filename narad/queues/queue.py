@@ -450,14 +450,17 @@ def _apply_deliver(stream: Stream, op: list[Any]) -> None:
     _, delivery, deadline, now_ms, cursor, offsets = op
     queue = _queue(stream)
     tracked = queue.tracked
+    # Every message delivered for the first time by this op gets the same value: one
+    # int object for all of them, where each would otherwise hold its own.
+    first = pack(IN_FLIGHT, 1, delivery, deadline, now_ms)
     for offset in offsets:
         value = tracked.get(offset)
         if value is None:
-            receives, first_ms = 1, now_ms
+            tracked[offset] = first
         else:
             t = unpack(value)
-            receives, first_ms = min(t.receives + 1, MAX_RECEIVES), t.first_ms or now_ms
-        tracked[offset] = pack(IN_FLIGHT, receives, delivery, deadline, first_ms)
+            receives = min(t.receives + 1, MAX_RECEIVES)
+            tracked[offset] = pack(IN_FLIGHT, receives, delivery, deadline, t.first_ms or now_ms)
         queue._timer(deadline, offset)
     queue.deliveries = max(queue.deliveries, delivery)
     queue.cursor = cursor
