@@ -28,10 +28,6 @@ logger = logging.getLogger("narad.log")
 
 EVERYSEC_INTERVAL_S = 1.0
 SYNC_HELPERS_MAX = 3  # threads fsyncing the other logs of one commit (`always`)
-# The logs' last writes kept for reads (Log.write): at most this many bytes, and this
-# many logs (a closed log stays referenced until it is forgotten here).
-TAILS_KEPT_BYTES = 4 * 1024 * 1024
-TAILS_KEPT_LOGS = 1024
 
 
 def _sync_one(log: Log) -> bool | LogFailed:
@@ -54,11 +50,6 @@ class GroupCommit:
         self.policy = policy
         self.stats = CommitStats()
         self._dirty: dict[Log, None] = {}  # logs with buffered records, in first-touch order
-        # The logs whose last write, by a commit, kept its bytes for reads (Log.write),
-        # so that what readers just waited for is decoded from memory: log -> bytes
-        # kept, least recently written first (TAILS_KEPT_BYTES, TAILS_KEPT_LOGS).
-        self._kept: dict[Log, int] = {}
-        self._kept_bytes = 0
         self._waiters: asyncio.Future[None] | None = None
         self._unsynced: set[Log] = set()  # everysec: logs written since the last fsync
         self._unsynced_lock = threading.Lock()
@@ -104,34 +95,18 @@ class GroupCommit:
         for log in logs:
             records = log.next_offset - log.written_end
             try:
-                log.write(keep_tail=True)
+                log.write()
             except LogFailed as exc:
                 failed = failed or exc
                 continue
             self.stats.records += records
             written.append(log)
-            self._keep(log)
         if written:
             self.stats.commits += 1
         if self.policy is FsyncPolicy.EVERYSEC:
             with self._unsynced_lock:
                 self._unsynced.update(written)
         return written, failed
-
-    def _keep(self, log: Log) -> None:
-        """Account for the bytes `log` kept from its write; forget the tails of the
-        least recently written logs beyond TAILS_KEPT_BYTES or TAILS_KEPT_LOGS."""
-        kept = self._kept
-        total = self._kept_bytes - kept.pop(log, 0)
-        size = log.tail_bytes
-        if size:
-            kept[log] = size
-            total += size
-        while total > TAILS_KEPT_BYTES or len(kept) > TAILS_KEPT_LOGS:
-            oldest = next(iter(kept))
-            total -= kept.pop(oldest)
-            oldest.forget_tail()
-        self._kept_bytes = total
 
     def sync_logs(self, logs: list[Log]) -> LogFailed | None:
         """The second half of a commit under `always`: fsync `logs`; the first

@@ -56,8 +56,6 @@ INDEX_WRITE_ENTRIES = 16
 # read_with_buffer decodes at most this many buffered records ahead of the first one
 # it returns; a read further into the write buffer writes it and reads the file.
 BUFFER_SKIP_MAX = 64
-# A write asked to keep its bytes for reads keeps them only when at most this big.
-TAIL_KEEP_BYTES = 64 * 1024
 
 
 class FsyncPolicy(enum.Enum):
@@ -131,12 +129,6 @@ class Log:
         # scanning no records before it. Positions only change by truncation, which
         # clears it.
         self._read_hint: tuple[int, Segment, int] | None = None
-        # The bytes of the last write when it was asked to keep them (`write`): (the
-        # offset of its first record, the bytes, the position they start at, their
-        # segment). They end at `written_end`: every other write, and truncation,
-        # clear it. A read of records just committed (a consumer close behind its
-        # producers) decodes them instead of reading the file.
-        self._written_tail: tuple[int, bytearray, int, Segment] | None = None
         self.start_offset = 0  # logical first offset (see start.checkpoint)
         self._epochs: list[tuple[int, int]] = []
         self._epoch = 0  # the epoch of the last entry of _epochs: what appends carry
@@ -481,11 +473,8 @@ class Log:
         age_max = self.config.segment_ms
         return bool(age_max) and ts - seg.first_timestamp_ms >= age_max
 
-    def write(self, keep_tail: bool = False) -> int:
-        """Put every buffered record in the active file with one write; return bytes.
-        With `keep_tail`, the bytes written (if at most TAIL_KEEP_BYTES) stay in memory
-        for reads until the next write or `forget_tail` (the group commit keeps those
-        of its last commit)."""
+    def write(self) -> int:
+        """Put every buffered record in the active file with one write; return bytes."""
         self._check_writable()
         if not self._pending:
             return 0
@@ -498,26 +487,12 @@ class Log:
                     done += os.pwrite(seg.fd, memoryview(data)[done:], seg.size + done)
             except OSError as exc:
                 raise self._fail("write", exc) from exc
-            self._written_tail = (
-                (self._pending_offset, data, seg.size, seg)
-                if keep_tail and done <= TAIL_KEEP_BYTES
-                else None
-            )
             seg.size += len(data)
             self._pending_offset += self._pending_records
             self._pending_records = 0
             self._pending = bytearray()
             self.written_end = self._pending_offset
         return len(data)
-
-    @property
-    def tail_bytes(self) -> int:
-        """The bytes the last write kept for reads (see `write`)."""
-        tail = self._written_tail
-        return 0 if tail is None else len(tail[1])
-
-    def forget_tail(self) -> None:
-        self._written_tail = None
 
     def sync(self) -> bool:
         """Fsync what is written; return whether an fsync was issued. Thread-safe."""
@@ -611,7 +586,7 @@ class Log:
             checkpoint.write(self.path / START_CHECKPOINT, [f"start {offset}"])
 
     def _truncate_files(self, offset: int) -> None:
-        self._read_hint = self._written_tail = None
+        self._read_hint = None
         with self._lock:
             while len(self.segments) > 1 and self.active.base_offset >= offset:
                 self.segments.pop().delete()
@@ -701,9 +676,6 @@ class Log:
         records, or once `bytes_max` record bytes are reached."""
         end = self.written_end if end is None else min(end, self.written_end)
         offset = max(offset, self.start_offset)
-        tail = self._written_tail
-        if tail is not None and tail[0] <= offset < end and count_max > 0 and bytes_max >= 1 << 62:
-            return self._read_tail(tail, offset, min(count_max, end - offset))
         if bytes_max < 1 << 62 or count_max <= 0:
             records = itertools.chain.from_iterable(self._batches_from(offset, end, count_max))
             return _take(records, count_max, bytes_max)
@@ -741,22 +713,6 @@ class Log:
             self._read_hint = (last.offset + 1, self.active, last.position + last.size)
             out += records
         return out
-
-    def _read_tail(
-        self, tail: tuple[int, bytearray, int, Segment], offset: int, count: int
-    ) -> list[Record]:
-        """`count` records from `offset`, all inside the last write's bytes `tail`."""
-        first, data, position, seg = tail
-        start, skip = 0, offset - first
-        hint = self._read_hint
-        if hint is not None and hint[0] == offset and hint[1] is seg and hint[2] >= position:
-            start, skip = hint[2] - position, 0  # right at the record: no scan before it
-        records = format.scan(data, start, position, skip + count)[0]
-        if skip:
-            del records[:skip]
-        last = records[-1]
-        self._read_hint = (last.offset + 1, seg, last.position + last.size)
-        return records
 
     def _batches_from(self, offset: int, end: int, count_hint: int) -> Iterator[list[Record]]:
         """The records from `offset` up to `end`, a list at a time, read in chunks sized

@@ -9,7 +9,7 @@ from pathlib import Path
 
 import pytest
 
-from narad.log import FsyncPolicy, GroupCommit, Log, LogConfig, LogFailed, flusher
+from narad.log import FsyncPolicy, GroupCommit, Log, LogConfig, LogFailed
 
 
 async def appender(gc: GroupCommit, log: Log, n: int, seen: list[int]) -> None:
@@ -47,33 +47,6 @@ def test_commit_carries_every_noted_log(tmp_path: Path) -> None:
     assert [log.durable_end for log in logs] == [1, 1, 1]
     assert gc.stats.fsyncs == 3 and gc.stats.commits == 1
     for log in logs:
-        log.close()
-
-
-def test_commits_keep_the_last_writes_of_their_logs_within_bounds(
-    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
-) -> None:
-    """A commit's logs keep the bytes it wrote for reads; beyond the bounds (logs,
-    bytes), those of the least recently committed logs are forgotten."""
-    monkeypatch.setattr(flusher, "TAILS_KEPT_LOGS", 3)
-    logs = [Log.open(tmp_path / str(i), LogConfig(fsync=FsyncPolicy.NO)) for i in range(5)]
-    gc = GroupCommit(FsyncPolicy.NO)
-
-    def commit(*which: int, size: int = 100) -> list[bool]:
-        for i in which:
-            logs[i].append(b"x" * size, 1, 0)
-            gc.note(logs[i])
-        gc.commit()
-        return [log.tail_bytes > 0 for log in logs]
-
-    assert commit(0, 1) == [True, True, False, False, False]
-    assert commit(2, 3) == [False, True, True, True, False]
-    assert commit(1) == [False, True, True, True, False]  # 1 is the most recent again
-    assert commit(4) == [False, True, False, True, True]
-    monkeypatch.setattr(flusher, "TAILS_KEPT_BYTES", 2100)  # one 2,000-byte record
-    assert commit(0, size=2000) == [True, False, False, False, False]
-    for log in logs:
-        assert log.read(0)[0].payload == b"x" * 100  # from memory or from the file
         log.close()
 
 

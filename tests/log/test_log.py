@@ -435,48 +435,6 @@ def test_read_with_buffer_sees_buffered_records_as_written_ones(tmp_path: Path) 
     log.close()
 
 
-def test_reads_of_the_last_write_match_reads_of_the_file(tmp_path: Path) -> None:
-    """Reads that fall in the last write's bytes, which the log decodes from memory,
-    return what the same reads of the file return: after small writes, across a
-    roll, with an `end`, following on from a read, after a write too big to keep,
-    and after a truncation rewrote the tail with records of other sizes. A write
-    not asked to keep its bytes drops those kept before."""
-    log = Log.open(tmp_path / "l", LogConfig(segment_bytes=256 * 1024))
-    reads = 0
-
-    def check_reads(first: int) -> None:
-        nonlocal reads
-        # Each read but the first and third follows on from the one before it.
-        for offset, count, end in (
-            (first, 1, None), (first + 1, 3, None), (first, 9, first + 2), (first + 2, 2, None)
-        ):  # fmt: skip
-            from_tail = log.read(offset, count_max=count, end=end)
-            tail, log._written_tail = log._written_tail, None
-            assert from_tail == log.read(offset, count_max=count, end=end) != []
-            log._written_tail = tail
-            reads += tail is not None
-
-    for size, count in ((100, 10), (300, 40), (30, 5), (2000, 100), (1000, 60), (50, 8)):
-        first = log.next_offset
-        for i in range(count):
-            log.append(payload(first + i, size), 1 + first + i, 0, format.FLAG_ENTRY)
-        log.write(keep_tail=True)
-        check_reads(first)
-    assert len(log.segments) == 2 and reads == 20  # rolled; the 200 KB write was not kept
-    log.truncate(log.next_offset - 3)
-    assert log._written_tail is None
-    first = log.next_offset
-    for i in range(6):
-        log.append(payload(i, 37), 10**6 + i, 0, format.FLAG_ENTRY)
-    log.write(keep_tail=True)
-    check_reads(first)
-    assert reads == 24
-    log.append(payload(0, 20), 2 * 10**6, 0, format.FLAG_ENTRY)
-    log.write()  # not asked to keep its bytes: those kept no longer end the file
-    assert log.tail_bytes == 0 and offsets(log.read(first)) == list(range(first, first + 7))
-    log.close()
-
-
 def test_the_active_segment_reserves_space_ahead_of_writes(
     tmp_path: Path, caplog: pytest.LogCaptureFixture
 ) -> None:
