@@ -168,12 +168,14 @@ def xgroup_create(client: Client, args: list[bytes]) -> Any:
     else:
         last_id = ids.parse(args[4], strict=True)
     stream = xa.stream
+    made = stream is None  # MKSTREAM: a new stream has no group to be busy
     if stream is None:
         stream = client.server.store.create_stream(client.db, xa.key)
-        written(client, xa.key)
     if not groups.create_group(stream, xa.name, last_id, xa.entries_read):
         raise CommandError("Consumer Group name already exists", "BUSYGROUP")
-    changed(client, xa.key)
+    # A new key wakes blocked readers as any new key does; `written` also does what
+    # `changed` does, so one of the two.
+    (written if made else changed)(client, xa.key)
     return OK
 
 
