@@ -68,20 +68,20 @@ def pack(state: int, receives: int, delivery: int, due: int, first_ms: int) -> i
 def unpack(value: int) -> Tracked:
     return Tracked(
         value & 3,
-        (value >> 2) & 0xFFFFF,
-        (value >> 22) & ((1 << 40) - 1),
+        receives_of(value),
+        delivery_of(value),
         (value >> 62) & ((1 << 44) - 1),
         value >> 106,
     )
 
 
 def receives_of(value: int) -> int:
-    """`unpack(value).receives`, without the tuple (the delivery path)."""
+    """The receive count in a packed value (see `pack`); the hot paths read it alone."""
     return (value >> 2) & 0xFFFFF
 
 
 def delivery_of(value: int) -> int:
-    """`unpack(value).delivery`, without the tuple (the ack path)."""
+    """The delivery number in a packed value (see `pack`)."""
     return (value >> 22) & ((1 << 40) - 1)
 
 
