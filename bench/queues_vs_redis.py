@@ -1,6 +1,6 @@
 """Narad's queues against the same work done with Redis streams, side by side.
 
-    python bench/queues_vs_redis.py [--quick] [--pin] [--only NAME ...]
+    python bench/queues_vs_redis.py [--quick] [--pin] [--cpu] [--only NAME ...]
 
 - end-to-end (`e2e`): 8 producer and 8 consumer processes. Narad: Q.PUSH, then
   Q.POP COUNT 10 and one Q.ACK per batch. Redis 7.0: XADD, then XREADGROUP COUNT 10
@@ -14,6 +14,10 @@
   with 1M messages popped and not acked; Redis's used_memory growth per pending
   entry for the same (XREADGROUP without XACK), for scale.
 
+--cpu adds, for end to end, the CPU time per message of the server process and of the
+16 client processes, user and system apart (/proc/<pid>/stat and getrusage around the
+run): on 2 shared cores the ratio follows the sum of these.
+
 --pin puts each server on the first CPU and the client processes on the others (see
 bench/server_vs_redis.py). Figures print as a Markdown table for bench/README.md.
 Needs redis-server on the PATH.
@@ -23,11 +27,14 @@ from __future__ import annotations
 
 import argparse
 import multiprocessing
+import os
+import resource
 import statistics
 import sys
 import tempfile
 import time
 from pathlib import Path
+from typing import Any
 
 import redis
 
@@ -77,7 +84,17 @@ def _consume(port: int, is_narad: bool, name: str, total: int, done: multiproces
                 done.value += n
 
 
-def end_to_end(server: ServerProcess, is_narad: bool, per_producer: int) -> float:
+def _cpu_s(pid: int) -> tuple[float, float]:
+    """User and system CPU seconds used so far by process `pid`."""
+    fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+    tick = os.sysconf("SC_CLK_TCK")
+    return int(fields[11]) / tick, int(fields[12]) / tick
+
+
+def end_to_end(server: ServerProcess, is_narad: bool, per_producer: int) -> tuple[float, ...]:
+    """Messages per second, then the CPU microseconds per message of the server (user,
+    system) and of the client processes (user, system)."""
+    assert server.proc is not None
     client = server.client()
     if is_narad:
         client.execute_command("Q.CREATE", QUEUE)
@@ -96,12 +113,24 @@ def end_to_end(server: ServerProcess, is_narad: bool, per_producer: int) -> floa
     for p in consumers:
         p.start()
     time.sleep(0.5)  # consumers connected and waiting
+    server_before = _cpu_s(server.proc.pid)
+    clients_before = resource.getrusage(resource.RUSAGE_CHILDREN)  # joined children only
     start = time.monotonic()
     for p in producers:
         p.start()
     for p in producers + consumers:
         p.join()
-    return total / (time.monotonic() - start)
+    rate = total / (time.monotonic() - start)
+    server_after = _cpu_s(server.proc.pid)
+    clients_after = resource.getrusage(resource.RUSAGE_CHILDREN)
+    us = 1e6 / total
+    return (
+        rate,
+        (server_after[0] - server_before[0]) * us,
+        (server_after[1] - server_before[1]) * us,
+        (clients_after.ru_utime - clients_before.ru_utime) * us,
+        (clients_after.ru_stime - clients_before.ru_stime) * us,
+    )
 
 
 # -- latency ---------------------------------------------------------------------------
@@ -217,7 +246,7 @@ def pair(folder: Path, narad_fsync: str, redis_fsync: str) -> tuple[NaradProcess
     )
 
 
-def run(figure: str, fn, *args: object) -> tuple[float, ...]:  # type: ignore[no-untyped-def]
+def run(figure: str, fn, *args: object) -> tuple[Any, ...]:  # type: ignore[no-untyped-def]
     results = []
     with tempfile.TemporaryDirectory() as tmp:
         for server in pair(Path(tmp), *figure.split("/")):
@@ -227,6 +256,9 @@ def run(figure: str, fn, *args: object) -> tuple[float, ...]:  # type: ignore[no
             finally:
                 server.stop()
     return tuple(results)
+
+
+CPU_PARTS = ("server user CPU", "server system CPU", "clients' user CPU", "clients' system CPU")
 
 
 def row(figure: str, mine: float, theirs: float, target: str, unit: str = "") -> None:
@@ -240,6 +272,7 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--quick", action="store_true")
     parser.add_argument("--pin", action="store_true", help="servers and clients on separate CPUs")
+    parser.add_argument("--cpu", action="store_true", help="end to end: CPU per message too")
     parser.add_argument("--only", nargs="*", default=None)
     args = parser.parse_args()
     if args.pin:
@@ -251,7 +284,10 @@ def main() -> None:
     if "e2e" in wanted:
         for fsync in ("always", "everysec"):
             mine, theirs = run(f"{fsync}/{fsync}", end_to_end, per_producer)
-            row(f"end to end, 8+8 processes, fsync {fsync} (msg/s)", mine, theirs, ">= 1.0")
+            row(f"end to end, 8+8 processes, fsync {fsync} (msg/s)", mine[0], theirs[0], ">= 1.0")
+            if args.cpu:
+                for i, part in enumerate(CPU_PARTS, start=1):
+                    row(f"- {fsync}: {part} per message (us)", mine[i], theirs[i], "")
     if "latency" in wanted:
         count = 500 if args.quick else 2_000
         (p50, p99), (r50, r99) = run("always/always", latency, 500, count)
