@@ -27,7 +27,6 @@ from __future__ import annotations
 
 import argparse
 import multiprocessing
-import os
 import resource
 import statistics
 import sys
@@ -41,7 +40,14 @@ import redis
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
-from bench.server_vs_redis import VALUE, DurableRedis, benchmark, pin, rss_anon_kb  # noqa: E402
+from bench.server_vs_redis import (  # noqa: E402
+    VALUE,
+    DurableRedis,
+    benchmark,
+    cpu_s,
+    pin,
+    rss_anon_kb,
+)
 from tests.servers import NaradProcess, ServerProcess  # noqa: E402
 
 PAYLOAD = b"p" * 100
@@ -84,13 +90,6 @@ def _consume(port: int, is_narad: bool, name: str, total: int, done: multiproces
                 done.value += n
 
 
-def _cpu_s(pid: int) -> tuple[float, float]:
-    """User and system CPU seconds used so far by process `pid`."""
-    fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
-    tick = os.sysconf("SC_CLK_TCK")
-    return int(fields[11]) / tick, int(fields[12]) / tick
-
-
 def end_to_end(server: ServerProcess, is_narad: bool, per_producer: int) -> tuple[float, ...]:
     """Messages per second, then the CPU microseconds per message of the server (user,
     system) and of the client processes (user, system)."""
@@ -113,7 +112,7 @@ def end_to_end(server: ServerProcess, is_narad: bool, per_producer: int) -> tupl
     for p in consumers:
         p.start()
     time.sleep(0.5)  # consumers connected and waiting
-    server_before = _cpu_s(server.proc.pid)
+    server_before = cpu_s(server.proc.pid)
     clients_before = resource.getrusage(resource.RUSAGE_CHILDREN)  # joined children only
     start = time.monotonic()
     for p in producers:
@@ -121,7 +120,7 @@ def end_to_end(server: ServerProcess, is_narad: bool, per_producer: int) -> tupl
     for p in producers + consumers:
         p.join()
     rate = total / (time.monotonic() - start)
-    server_after = _cpu_s(server.proc.pid)
+    server_after = cpu_s(server.proc.pid)
     clients_after = resource.getrusage(resource.RUSAGE_CHILDREN)
     us = 1e6 / total
     return (

@@ -11,6 +11,11 @@ With --rounds N the throughput and latency figures are each measured N times, fr
 servers every time, Narad and Redis in turn, and the medians are reported: on this
 machine one round's figures move by 10-20 %.
 
+`--only cpu` (not in the default set) measures each server's CPU per request: 50
+clients send PING at pipeline 1, `fsync no`; user and system time of the server
+process (/proc/<pid>/stat) divided by the requests. It is the round trip's own cost
+(reading, parsing, dispatching, replying) without a command's work.
+
 With --pin each server runs on the first CPU and the load generator on the others:
 client and server on different cores, as Redis's benchmark guide recommends for
 stable figures. Without it they share the cores, and a figure also measures how much
@@ -169,6 +174,31 @@ def consume_figure(fsync: str, entries: int, consumers: int) -> tuple[float, flo
     return rates[0], rates[1]
 
 
+def cpu_s(pid: int) -> tuple[float, float]:
+    """User and system CPU seconds used so far by process `pid`."""
+    fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+    tick = os.sysconf("SC_CLK_TCK")
+    return int(fields[11]) / tick, int(fields[12]) / tick
+
+
+def request_cpu(requests: int) -> list[tuple[float, float]]:
+    """Narad's, then Redis's, server CPU per PING (user, system; microseconds)."""
+    out = []
+    with tempfile.TemporaryDirectory() as tmp:
+        for server in (narad(Path(tmp), "no"), RedisProcess(Path(tmp) / "redis", [])):
+            server.start()
+            assert server.proc is not None
+            try:
+                before = cpu_s(server.proc.pid)
+                benchmark(server.port, 50, 1, requests, "PING")
+                after = cpu_s(server.proc.pid)
+            finally:
+                server.stop()
+            user, system = ((a - b) * 1e6 / requests for a, b in zip(after, before, strict=True))
+            out.append((user, system))
+    return out
+
+
 def rss_anon_kb(pid: int) -> int:
     for line in Path(f"/proc/{pid}/status").read_text().splitlines():
         if line.startswith("RssAnon:"):
@@ -278,6 +308,10 @@ def main() -> None:
         )
         row("start until PING with no data (s)", f["narad_empty_start_s"],
             f["redis_empty_start_s"], "")  # fmt: skip
+    if "cpu" in wanted:
+        mine, theirs = request_cpu(n)
+        row("server user CPU per PING, 50 clients P1 (us)", mine[0], theirs[0], "")
+        row("server system CPU per PING, 50 clients P1 (us)", mine[1], theirs[1], "")
 
 
 if __name__ == "__main__":
