@@ -126,6 +126,54 @@ def scan(buf, Py_ssize_t start, Py_ssize_t base_position, Py_ssize_t count_max):
     return records, pos, SCAN_OK, 0
 
 
+def scan_entries(buf, Py_ssize_t start, Py_ssize_t count_max, high, deleted):
+    cdef const uint8_t[::1] data = buf
+    cdef Py_ssize_t size = data.shape[0]
+    cdef Py_ssize_t pos = start
+    cdef Py_ssize_t end
+    cdef uint64_t length, id_ms, id_seq, offset
+    cdef uint32_t crc
+    cdef const uint8_t* p
+    cdef uint64_t high_ms = <uint64_t>(high >> 64)
+    cdef uint64_t high_seq = <uint64_t>(high & 0xFFFFFFFFFFFFFFFF)
+    cdef bint skipping = len(deleted) > 0
+    cdef list entries = []
+    cdef Py_ssize_t taken = 0
+    cdef object last_id = -1
+    cdef object next_offset = -1
+    while taken < count_max:
+        if size - pos < C_HEADER:
+            if pos == size:
+                break
+            return entries, pos, SCAN_SHORT, HEADER_BYTES, last_id, next_offset, False
+        p = &data[pos]
+        length = rd32(p)
+        crc = rd32(p + 4)
+        if length < C_LENGTH_MIN or length > C_RECORD_MAX:
+            return entries, pos, SCAN_BAD, f"bad length {length}", last_id, next_offset, False
+        end = pos + 4 + <Py_ssize_t>length
+        if end > size:
+            return entries, pos, SCAN_SHORT, 4 + <Py_ssize_t>length, last_id, next_offset, False
+        if narad_crc32c(p + 8, end - pos - 8) != crc:
+            return entries, pos, SCAN_BAD, "CRC mismatch", last_id, next_offset, False
+        if p[8] != C_VERSION:
+            return (entries, pos, SCAN_BAD, f"unknown format version {p[8]}", last_id,
+                    next_offset, False)
+        id_ms = rd64(p + 30)
+        id_seq = rd64(p + 38)
+        if id_ms > high_ms or (id_ms == high_ms and id_seq > high_seq):
+            return entries, pos, SCAN_OK, 0, last_id, next_offset, True
+        offset = rd64(p + 14)
+        last_id = (<object>id_ms << 64) | <object>id_seq
+        next_offset = offset + 1
+        if not (skipping and offset in deleted):
+            payload = PyBytes_FromStringAndSize(<const char*>(p + C_HEADER), end - pos - C_HEADER)
+            entries.append((last_id, payload))
+            taken += 1
+        pos = end
+    return entries, pos, SCAN_OK, 0, last_id, next_offset, False
+
+
 def encode_fields(fields):
     cdef Py_ssize_t count = len(fields)
     cdef Py_ssize_t total = 4 + 4 * count

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import operator
 import struct
-from collections.abc import Sequence
+from collections.abc import Container, Sequence
 from typing import NamedTuple
 
 from narad._speedups import load
@@ -133,6 +133,41 @@ def scan(
     return records, pos, SCAN_OK, 0
 
 
+def scan_entries(
+    buf: bytes | bytearray | memoryview,
+    start: int,
+    count_max: int,
+    high: int,
+    deleted: Container[int],
+) -> tuple[list[tuple[int, bytes]], int, int, int | str, int, int, bool]:
+    """`scan` for reads that want entries only (Stream.range_raw): the stream ID
+    (`id_ms << 64 | id_seq`) and payload of each record from index `start`, skipping
+    records whose offset is in `deleted`, at most `count_max` of them, stopping before
+    the first record whose ID is above `high`. No Record is made.
+
+    Returns (entries, end, status, detail, last_id, next_offset, above): `end`,
+    `status` and `detail` as `scan` gives them for the records taken; `last_id` and
+    `next_offset` are the ID of the last record taken (a skipped one included) and
+    the offset after it, (-1, -1) when none was; `above` says a record above `high`
+    stopped the scan."""
+    entries: list[tuple[int, bytes]] = []
+    pos = start
+    last_id = next_offset = -1
+    while len(entries) < count_max:
+        records, end, status, detail = pure_scan(buf, pos, 0, 1)
+        if not records:
+            return entries, pos, status, detail, last_id, next_offset, False
+        rec = records[0]
+        sid = rec.id_ms << 64 | rec.id_seq
+        if sid > high:
+            return entries, pos, SCAN_OK, 0, last_id, next_offset, True
+        pos = end
+        last_id, next_offset = sid, rec.offset + 1
+        if rec.offset not in deleted:
+            entries.append((sid, rec.payload))
+    return entries, pos, SCAN_OK, 0, last_id, next_offset, False
+
+
 def encode_fields(fields: Sequence[bytes]) -> bytes:
     """The entry payload for a flat field, value, field, value ... list."""
     parts = [_U32.pack(len(fields))]
@@ -231,6 +266,7 @@ def index_ordered(data: bytes) -> bool:
 # compare both paths.
 pure_encode_into = encode_into
 pure_scan = scan
+pure_scan_entries = scan_entries
 pure_encode_fields = encode_fields
 pure_decode_fields = decode_fields
 pure_encode_entries = encode_entries
@@ -245,6 +281,7 @@ else:
     crc32c = _twin.crc32c
     encode_into = _twin.encode_into
     scan = _twin.scan
+    scan_entries = _twin.scan_entries
     encode_fields = _twin.encode_fields
     decode_fields = _twin.decode_fields
     encode_entries = _twin.encode_entries

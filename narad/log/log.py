@@ -27,7 +27,7 @@ import logging
 import os
 import threading
 import time
-from collections.abc import Callable, Iterator, Sequence
+from collections.abc import Callable, Container, Iterator, Sequence
 from pathlib import Path
 from typing import NamedTuple
 
@@ -690,6 +690,53 @@ class Log:
             seg = self.segments[bisect.bisect_right(self._bases, last.offset) - 1]
             self._read_hint = (last.offset + 1, seg, last.position + last.size)
         return out
+
+    def read_entries(
+        self, offset: int, count: int, high: int, deleted: Container[int]
+    ) -> tuple[list[tuple[int, bytes]], tuple[int, int] | None, bool] | None:
+        """A stream's read of entries that goes on right where the last read ended
+        (the read hint names `offset`): the (ID, payload) of the records from `offset`
+        on in the hint's segment, without making Records (`format.scan_entries`;
+        `deleted`, `high` and `count` as it takes them). Returns (entries, after,
+        above): `after` is the ID of the last record taken and the offset after it
+        (None: none taken); `above` says a record above `high` ended the read. The
+        read stops at the segment's end; the caller goes on with `read` if it wants
+        more. None, and nothing read, when the hint does not name `offset`."""
+        hint = self._read_hint
+        if hint is None or hint[0] != offset or offset < self.start_offset:
+            return None
+        seg = self.segments[bisect.bisect_right(self._bases, offset) - 1]
+        if hint[1] is not seg:
+            return None
+        position, end = hint[2], seg.size
+        average = seg.size // max(seg.next_offset - seg.base_offset, 1) + 1
+        chunk = min(CHUNK_BYTES, count * average + format.HEADER_BYTES)
+        entries: list[tuple[int, bytes]] = []
+        after: tuple[int, int] | None = None
+        above = False
+        while len(entries) < count and position < end:
+            buf = seg.pread(position, min(chunk, end - position))
+            taken, used, status, detail, last_id, next_offset, above = format.scan_entries(
+                buf, 0, count - len(entries), high, deleted
+            )
+            entries += taken
+            position += used
+            if next_offset >= 0:
+                after = (last_id, next_offset)
+            if above:
+                break
+            if status == SCAN_BAD:
+                raise CorruptSegment(seg.path, position, str(detail))
+            if status != SCAN_OK:
+                need = int(detail)
+                if position + need > end:
+                    raise CorruptSegment(seg.path, position, "record cut off at end of data")
+                chunk = max(chunk, need)
+            elif used == 0:
+                break
+        if after is not None:
+            self._read_hint = (after[1], seg, position)
+        return entries, after, above
 
     def read_with_buffer(self, offset: int, count_max: int) -> list[Record]:
         """`read`, and past `written_end` the records still buffered by `append`

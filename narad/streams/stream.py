@@ -222,8 +222,19 @@ class Stream:
         else:
             offset = max(data.offset_of_id(*ids.split(low)), self.start)
         deleted = self.deleted
-        batch_size = min(count + len(deleted), READ_BATCH) if count else READ_BATCH
         out: list[tuple[int, bytes]] = []
+        if count:
+            # Going on where the last read ended (a group reading new entries): the
+            # IDs and payloads straight from the file, up to the segment's end.
+            fast = data.read_entries(offset, count, high, deleted)
+            if fast is not None:
+                out, after, above = fast
+                if after is not None:
+                    self._after_hint = after
+                    offset = after[1]
+                if above or len(out) == count:
+                    return out
+        batch_size = min(count - len(out) + len(deleted), READ_BATCH) if count else READ_BATCH
         while True:
             batch = data.read(offset, count_max=batch_size)
             batch_size = READ_BATCH

@@ -255,3 +255,60 @@ def test_encode_entries_appends_nothing_when_one_entry_is_refused(  # type: igno
     with pytest.raises(TypeError):
         encode_entries(buf, argvs, 3, 0, 0, 0, 1, 1, 0, 0, -1, 4096)
     assert buf == b"kept"
+
+
+def _entries_by_definition(data, count_max, high, deleted):  # type: ignore[no-untyped-def]
+    """scan_entries spelled out from scan: the records in order, each taken (its ID
+    and offset remembered) until `count_max` entries are kept or one is above `high`;
+    the scan's own end, status and detail once its records run out."""
+    records, end, status, detail = format.pure_scan(data, 0, 0, 1 << 30)
+    entries: list[tuple[int, bytes]] = []
+    last_id = next_offset = -1
+    position = 0
+    for rec in records:
+        if len(entries) == count_max:
+            return entries, position, format.SCAN_OK, 0, last_id, next_offset, False
+        sid = rec.id_ms << 64 | rec.id_seq
+        if sid > high:
+            return entries, rec.position, format.SCAN_OK, 0, last_id, next_offset, True
+        position = rec.position + rec.size
+        last_id, next_offset = sid, rec.offset + 1
+        if rec.offset not in deleted:
+            entries.append((sid, rec.payload))
+    if len(entries) == count_max and position == end:
+        return entries, position, format.SCAN_OK, 0, last_id, next_offset, False
+    return entries, end, status, detail, last_id, next_offset, False
+
+
+SCAN_ENTRIES_IMPLS = [pytest.param(format.pure_scan_entries, id="pure")]
+if TWIN is not None:
+    SCAN_ENTRIES_IMPLS.append(pytest.param(TWIN.scan_entries, id="cython"))
+
+
+@pytest.mark.parametrize("scan_entries", SCAN_ENTRIES_IMPLS)
+@given(
+    st.lists(st.tuples(st.integers(0, 3), st.binary(max_size=40)), max_size=12),
+    st.integers(0, 800),
+    st.integers(1, 14),
+    st.integers(0, 40),
+    st.sets(st.integers(0, 14), max_size=5),
+    st.booleans(),
+)
+def test_scan_entries_is_scan_filtered(  # type: ignore[no-untyped-def]
+    scan_entries, steps, cut, count_max, high_at, deleted, garble
+) -> None:
+    """IDs grow by 0-3 sequence numbers a record (in both halves of the 128 bits once
+    they carry); offsets count up from 0. Cut and garbled buffers included."""
+    data = bytearray()
+    id_ms, id_seq = 7, 2**64 - 3
+    for offset, (step, payload) in enumerate(steps):
+        id_seq += step
+        if id_seq > 2**64 - 1:
+            id_ms, id_seq = id_ms + 1, id_seq - 2**64
+        format.pure_encode_into(data, offset, 5, 1, 0, id_ms, id_seq, payload)
+    data = data[:cut]
+    if garble and data:
+        data[cut * 7 % len(data)] ^= 0x10
+    high = (7 << 64 | 2**64 - 3) + high_at
+    expected = _entries_by_definition(bytes(data), count_max, high, deleted)
+    assert scan_entries(bytes(data), 0, count_max, high, deleted) == expected

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import bisect
 import itertools
 import os
 from pathlib import Path
@@ -672,4 +673,47 @@ def test_read_in_batches_is_read_record_by_record(tmp_path: Path, segment_bytes:
                 fast = log.read(offset, count_max=count, end=end)
                 slow = log.read(offset, count_max=count, bytes_max=(1 << 62) - 1, end=end)
                 assert fast == slow, (offset, count, end)
+    log.close()
+
+
+@pytest.mark.parametrize("segment_bytes", [700, 8192, 1 << 20])
+def test_read_entries_goes_on_where_the_last_read_ended(tmp_path: Path, segment_bytes: int) -> None:
+    """`read_entries` gives what `read` gives, filtered and cut as it says, within the
+    segment the last read ended in; it leaves the hint right for the next read, and
+    does nothing when the hint names another offset."""
+    log = Log.open(tmp_path / "l", LogConfig(segment_bytes=segment_bytes))
+    for i in range(300):
+        log.append(payload(i, 8 + i % 90), 1 + i // 3, i % 3, format.FLAG_ENTRY)
+        if i % 37 == 0:
+            log.write()
+    log.write()
+    log.set_start(13)
+    every = log.read(13)
+    assert log.read_entries(50, 5, format.U64_MAX, set()) is None  # no read ended at 49
+    for offset in (14, 15, 100, 151, 299, 300):
+        for count in (1, 2, 7, 64, 1000):
+            for high_at, deleted in ((1000, set()), (1000, {offset, offset + 2}), (130, {140})):
+                log.read(offset - 1, count_max=1)  # a read that ends right before `offset`
+                seg = log.segments[bisect.bisect_right(log._bases, offset) - 1]
+                high = (1 + high_at // 3) << 64 | high_at % 3
+                got = log.read_entries(offset, count, high, deleted)
+                assert got is not None
+                entries, after, above = got
+                expected, taken, stopped = [], None, False
+                for rec in every:
+                    if rec.offset < offset or rec.offset >= seg.next_offset:
+                        continue
+                    if len(expected) == count:
+                        break
+                    sid = rec.id_ms << 64 | rec.id_seq
+                    if sid > high:
+                        stopped = True
+                        break
+                    taken = (sid, rec.offset + 1)
+                    if rec.offset not in deleted:
+                        expected.append((sid, rec.payload))
+                assert (entries, after, above) == (expected, taken, stopped), (offset, count)
+                if after is not None:  # the next read starts where this one stopped
+                    follow = log.read(after[1], count_max=3)
+                    assert follow == [r for r in every if r.offset >= after[1]][:3]
     log.close()
