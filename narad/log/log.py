@@ -708,34 +708,11 @@ class Log:
         seg = self.segments[bisect.bisect_right(self._bases, offset) - 1]
         if hint[1] is not seg:
             return None
-        position, end = hint[2], seg.size
         average = seg.size // max(seg.next_offset - seg.base_offset, 1) + 1
         chunk = min(CHUNK_BYTES, count * average + format.HEADER_BYTES)
-        entries: list[tuple[int, bytes]] = []
-        after: tuple[int, int] | None = None
-        above = False
-        while len(entries) < count and position < end:
-            buf = seg.pread(position, min(chunk, end - position))
-            taken, used, status, detail, last_id, next_offset, above = format.scan_entries(
-                buf, 0, count - len(entries), high, deleted
-            )
-            entries += taken
-            position += used
-            if next_offset >= 0:
-                after = (last_id, next_offset)
-            if above:
-                break
-            if status == SCAN_BAD:
-                raise CorruptSegment(seg.path, position, str(detail))
-            if status != SCAN_OK:
-                need = int(detail)
-                if position + need > end:
-                    raise CorruptSegment(seg.path, position, "record cut off at end of data")
-                chunk = max(chunk, need)
-            elif used == 0:
-                break
+        entries, after, above, end = seg.scan_entries(hint[2], count, high, deleted, chunk)
         if after is not None:
-            self._read_hint = (after[1], seg, position)
+            self._read_hint = (after[1], seg, end)
         return entries, after, above
 
     def read_with_buffer(self, offset: int, count_max: int) -> list[Record]:

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import logging
 import os
-from collections.abc import Iterator
+from collections.abc import Container, Iterator
 from pathlib import Path
 
 from narad.log import format
@@ -172,15 +172,51 @@ class Segment:
             if records:
                 yield records
             position += used
-            if status == SCAN_BAD:
-                raise CorruptSegment(self.path, position, str(detail))
-            if status != SCAN_OK:
-                need = int(detail)
-                if position + need > end:
-                    raise CorruptSegment(self.path, position, "record cut off at end of data")
-                chunk_bytes = max(chunk_bytes, need)
-            elif used == 0:
+            if status == SCAN_OK and used == 0:
                 break
+            chunk_bytes = self._next_chunk(position, end, status, detail, chunk_bytes)
+
+    def scan_entries(
+        self, position: int, count: int, high: int, deleted: Container[int], chunk_bytes: int
+    ) -> tuple[list[tuple[int, bytes]], tuple[int, int] | None, bool, int]:
+        """`format.scan_entries` over the file from `position` (a record's start) to
+        the segment's end, until `count` entries are taken or a record above `high`
+        stops it. Returns (entries, after, above, end): `after` is the ID of the last
+        record taken and the offset after it (None: none taken), `end` the position
+        after that record."""
+        end = self.size
+        entries: list[tuple[int, bytes]] = []
+        after: tuple[int, int] | None = None
+        while len(entries) < count and position < end:
+            buf = self.pread(position, min(chunk_bytes, end - position))
+            taken, used, status, detail, last_id, next_offset, above = format.scan_entries(
+                buf, 0, count - len(entries), high, deleted
+            )
+            entries += taken
+            position += used
+            if next_offset >= 0:
+                after = (last_id, next_offset)
+            if above:
+                return entries, after, True, position
+            if status == SCAN_OK and used == 0:
+                break
+            chunk_bytes = self._next_chunk(position, end, status, detail, chunk_bytes)
+        return entries, after, False, position
+
+    def _next_chunk(
+        self, position: int, end: int, status: int, detail: int | str, chunk_bytes: int
+    ) -> int:
+        """After a scan of a chunk stopped at `position` with `status`: CorruptSegment
+        for a damaged record or one cut off before `end`, else the chunk size for the
+        next read (large enough for a record that did not fit)."""
+        if status == SCAN_BAD:
+            raise CorruptSegment(self.path, position, str(detail))
+        if status == SCAN_OK:
+            return chunk_bytes
+        need = int(detail)
+        if position + need > end:
+            raise CorruptSegment(self.path, position, "record cut off at end of data")
+        return max(chunk_bytes, need)
 
     def record_at(self, position: int) -> Record | None:
         """The valid record starting at `position`, or None."""
