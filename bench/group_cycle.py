@@ -17,7 +17,6 @@ from __future__ import annotations
 import argparse
 import asyncio
 import sys
-import tempfile
 import time
 from pathlib import Path
 
@@ -26,18 +25,14 @@ import hiredis
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
-from tests.server.inprocess import connect, open_server  # noqa: E402
+from bench.cycles import built, one_client, report  # noqa: E402
 
 STEPS = ("xreadgroup", "xack", "flush")
 
 
 async def cycles(count: int, per_read: int) -> dict[str, float]:
     """Microseconds of thread CPU per call of each step."""
-    with tempfile.TemporaryDirectory() as tmp:
-        server = open_server(Path(tmp), ("appendfsync", "no"))
-        ours = await connect(server)  # kept open for the run
-        await asyncio.sleep(0.01)  # the connection is made
-        (client,) = server.clients.values()
+    async with one_client() as (server, client):
         execute = server.execute
         value = b"v" * 100
         for _ in range(count):
@@ -67,8 +62,6 @@ async def cycles(count: int, per_read: int) -> dict[str, float]:
             t4 = clock()
             for step, took in zip(STEPS, (t1 - t0, t3 - t2, t4 - t3), strict=True):
                 spent[step] += took
-        server.store.close()
-        ours.close()
     return {step: spent[step] / count / 1000 for step in STEPS}
 
 
@@ -77,15 +70,14 @@ def main() -> None:
     parser.add_argument("--cycles", type=int, default=2_000)
     parser.add_argument("--count", type=int, default=100)
     args = parser.parse_args()
-    runs = [asyncio.run(cycles(args.cycles, args.count)) for _ in range(3)]
-    best = {step: min(run[step] for run in runs) for step in STEPS}
     import narad.streams.groups
 
-    built = "source" if (narad.streams.groups.__file__ or "").endswith(".py") else "compiled"
-    print(f"stream modules: {built}; us of CPU per call, min of 3 runs of {args.cycles:,} cycles")
-    print("| " + " | ".join(STEPS) + " | cycle |")
-    print("|" + "---|" * (len(STEPS) + 1))
-    print("| " + " | ".join(f"{best[s]:.2f}" for s in STEPS) + f" | {sum(best.values()):.1f} |")
+    report(
+        lambda: asyncio.run(cycles(args.cycles, args.count)),
+        STEPS,
+        {},
+        f"stream modules: {built(narad.streams.groups)}, {args.cycles:,} cycles",
+    )
 
 
 if __name__ == "__main__":

@@ -17,7 +17,6 @@ from __future__ import annotations
 import argparse
 import asyncio
 import sys
-import tempfile
 import time
 from pathlib import Path
 
@@ -26,18 +25,14 @@ import hiredis
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
-from tests.server.inprocess import connect, open_server  # noqa: E402
+from bench.cycles import built, one_client, report  # noqa: E402
 
 STEPS = ("push", "pop", "ack", "flush", "pop that waits", "release")
 
 
 async def cycles(count: int, pushes: int) -> dict[str, float]:
     """Microseconds of thread CPU per call of each step."""
-    with tempfile.TemporaryDirectory() as tmp:
-        server = open_server(Path(tmp), ("appendfsync", "no"))
-        ours = await connect(server)  # kept open for the run
-        await asyncio.sleep(0.01)  # the connection is made
-        (client,) = server.clients.values()
+    async with one_client() as (server, client):
         execute = server.execute
         execute(client, [b"Q.CREATE", b"q"])
         execute(client, [b"HELLO", b"3"])
@@ -72,8 +67,6 @@ async def cycles(count: int, pushes: int) -> dict[str, float]:
                 STEPS, (t1 - t0, t2 - t1, t4 - t3, t5 - t4, t6 - t5, t7 - t6), strict=True
             ):
                 spent[step] += took
-        server.store.close()
-        ours.close()
     calls = {"push": count * pushes}
     return {step: spent[step] / calls.get(step, count) / 1000 for step in STEPS}
 
@@ -83,16 +76,14 @@ def main() -> None:
     parser.add_argument("--cycles", type=int, default=20_000)
     parser.add_argument("--pushes", type=int, default=3)
     args = parser.parse_args()
-    runs = [asyncio.run(cycles(args.cycles, args.pushes)) for _ in range(3)]
-    best = {step: min(run[step] for run in runs) for step in STEPS}
-    per_cycle = best["push"] * args.pushes + sum(best[s] for s in STEPS if s != "push")
     import narad.queues.service
 
-    built = "source" if (narad.queues.service.__file__ or "").endswith(".py") else "compiled"
-    print(f"queue modules: {built}; us of CPU per call, min of 3 runs of {args.cycles:,} cycles")
-    print("| " + " | ".join(STEPS) + " | cycle |")
-    print("|" + "---|" * (len(STEPS) + 1))
-    print("| " + " | ".join(f"{best[s]:.2f}" for s in STEPS) + f" | {per_cycle:.1f} |")
+    report(
+        lambda: asyncio.run(cycles(args.cycles, args.pushes)),
+        STEPS,
+        {"push": args.pushes},
+        f"queue modules: {built(narad.queues.service)}, {args.cycles:,} cycles",
+    )
 
 
 if __name__ == "__main__":
