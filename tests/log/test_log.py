@@ -227,6 +227,10 @@ def test_flipped_bit_in_sealed_segment_is_reported_not_returned(tmp_path: Path) 
     assert str(victim.position) in str(err.value)
     with pytest.raises(CorruptSegment):
         log.read_reverse(7)
+    log.read(0, count_max=5)  # ends right before the damaged record: the entry read's start
+    with pytest.raises(CorruptSegment) as err:
+        log.read_entries(5, 3, format.U64_MAX << 64 | format.U64_MAX, set())
+    assert err.value.path == first and err.value.position == victim.position
     assert offsets(log.read(150, count_max=2)) == [150, 151]  # other segments still readable
     log.close()
 
