@@ -91,38 +91,64 @@ def encode_into(bytearray buf, uint64_t offset, uint64_t timestamp_ms, uint32_t 
     frame(p, n, flags, epoch, offset, timestamp_ms, id_ms, id_seq)
 
 
+# Why `record_size` refused a record (its answers below zero).
+cdef enum:
+    SHORT_HEADER = -1
+    BAD_LENGTH = -2
+    SHORT_RECORD = -3
+    BAD_CRC = -4
+    BAD_VERSION = -5
+
+
+cdef inline Py_ssize_t record_size(const uint8_t* p, Py_ssize_t left) noexcept nogil:
+    """The size of the valid record at `p`, with `left` bytes of the buffer from `p`
+    on; else why not (below zero): the checks `scan` makes, in its order."""
+    cdef uint64_t length
+    if left < C_HEADER:
+        return SHORT_HEADER
+    length = rd32(p)
+    if length < C_LENGTH_MIN or length > C_RECORD_MAX:
+        return BAD_LENGTH
+    if 4 + <Py_ssize_t>length > left:
+        return SHORT_RECORD
+    if narad_crc32c(p + 8, length - 4) != rd32(p + 4):
+        return BAD_CRC
+    if p[8] != C_VERSION:
+        return BAD_VERSION
+    return 4 + <Py_ssize_t>length
+
+
+cdef tuple refusal(Py_ssize_t why, const uint8_t* p):
+    """`scan`'s (status, detail) for the record at `p` that `record_size` refused."""
+    if why == SHORT_HEADER:
+        return SCAN_SHORT, HEADER_BYTES
+    if why == BAD_LENGTH:
+        return SCAN_BAD, f"bad length {rd32(p)}"
+    if why == SHORT_RECORD:
+        return SCAN_SHORT, 4 + <Py_ssize_t>rd32(p)
+    if why == BAD_CRC:
+        return SCAN_BAD, "CRC mismatch"
+    return SCAN_BAD, f"unknown format version {p[8]}"
+
+
 def scan(buf, Py_ssize_t start, Py_ssize_t base_position, Py_ssize_t count_max):
     cdef const uint8_t[::1] data = buf
     cdef Py_ssize_t size = data.shape[0]
     cdef Py_ssize_t pos = start
-    cdef Py_ssize_t end
-    cdef uint64_t length
-    cdef uint32_t crc
+    cdef Py_ssize_t n
     cdef const uint8_t* p
     records = []
-    while len(records) < count_max:
-        if size - pos < C_HEADER:
-            if pos == size:
-                break
-            return records, pos, SCAN_SHORT, HEADER_BYTES
+    while len(records) < count_max and pos < size:
         p = &data[pos]
-        length = rd32(p)
-        crc = rd32(p + 4)
-        if length < C_LENGTH_MIN or length > C_RECORD_MAX:
-            return records, pos, SCAN_BAD, f"bad length {length}"
-        end = pos + 4 + <Py_ssize_t>length
-        if end > size:
-            return records, pos, SCAN_SHORT, 4 + <Py_ssize_t>length
-        if narad_crc32c(p + 8, end - pos - 8) != crc:
-            return records, pos, SCAN_BAD, "CRC mismatch"
-        if p[8] != C_VERSION:
-            return records, pos, SCAN_BAD, f"unknown format version {p[8]}"
-        payload = PyBytes_FromStringAndSize(<const char*>(p + C_HEADER), end - pos - C_HEADER)
+        n = record_size(p, size - pos)
+        if n < 0:
+            return (records, pos) + refusal(n, p)
+        payload = PyBytes_FromStringAndSize(<const char*>(p + C_HEADER), n - C_HEADER)
         # tuple.__new__ builds the same Record without its Python-level __new__.
         records.append(tuple.__new__(Record, (rd64(p + 14), rd64(p + 22), rd32(p + 10), p[9],
                                               rd64(p + 30), rd64(p + 38), payload,
                                               base_position + pos)))
-        pos = end
+        pos += n
     return records, pos, SCAN_OK, 0
 
 
@@ -130,9 +156,8 @@ def scan_entries(buf, Py_ssize_t start, Py_ssize_t count_max, high, deleted):
     cdef const uint8_t[::1] data = buf
     cdef Py_ssize_t size = data.shape[0]
     cdef Py_ssize_t pos = start
-    cdef Py_ssize_t end
-    cdef uint64_t length, id_ms, id_seq, offset
-    cdef uint32_t crc
+    cdef Py_ssize_t n
+    cdef uint64_t id_ms, id_seq, offset
     cdef const uint8_t* p
     cdef uint64_t high_ms = <uint64_t>(high >> 64)
     cdef uint64_t high_seq = <uint64_t>(high & 0xFFFFFFFFFFFFFFFF)
@@ -141,24 +166,11 @@ def scan_entries(buf, Py_ssize_t start, Py_ssize_t count_max, high, deleted):
     cdef Py_ssize_t taken = 0
     cdef object last_id = -1
     cdef object next_offset = -1
-    while taken < count_max:
-        if size - pos < C_HEADER:
-            if pos == size:
-                break
-            return entries, pos, SCAN_SHORT, HEADER_BYTES, last_id, next_offset, False
+    while taken < count_max and pos < size:
         p = &data[pos]
-        length = rd32(p)
-        crc = rd32(p + 4)
-        if length < C_LENGTH_MIN or length > C_RECORD_MAX:
-            return entries, pos, SCAN_BAD, f"bad length {length}", last_id, next_offset, False
-        end = pos + 4 + <Py_ssize_t>length
-        if end > size:
-            return entries, pos, SCAN_SHORT, 4 + <Py_ssize_t>length, last_id, next_offset, False
-        if narad_crc32c(p + 8, end - pos - 8) != crc:
-            return entries, pos, SCAN_BAD, "CRC mismatch", last_id, next_offset, False
-        if p[8] != C_VERSION:
-            return (entries, pos, SCAN_BAD, f"unknown format version {p[8]}", last_id,
-                    next_offset, False)
+        n = record_size(p, size - pos)
+        if n < 0:
+            return (entries, pos) + refusal(n, p) + (last_id, next_offset, False)
         id_ms = rd64(p + 30)
         id_seq = rd64(p + 38)
         if id_ms > high_ms or (id_ms == high_ms and id_seq > high_seq):
@@ -167,10 +179,10 @@ def scan_entries(buf, Py_ssize_t start, Py_ssize_t count_max, high, deleted):
         last_id = (<object>id_ms << 64) | <object>id_seq
         next_offset = offset + 1
         if not (skipping and offset in deleted):
-            payload = PyBytes_FromStringAndSize(<const char*>(p + C_HEADER), end - pos - C_HEADER)
+            payload = PyBytes_FromStringAndSize(<const char*>(p + C_HEADER), n - C_HEADER)
             entries.append((last_id, payload))
             taken += 1
-        pos = end
+        pos += n
     return entries, pos, SCAN_OK, 0, last_id, next_offset, False
 
 
