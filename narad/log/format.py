@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import operator
 import struct
-from collections.abc import Container, Sequence
+from collections.abc import Collection, Sequence
 from typing import NamedTuple
 
 from narad._speedups import load
@@ -138,7 +138,7 @@ def scan_entries(
     start: int,
     count_max: int,
     high: int,
-    deleted: Container[int],
+    deleted: Collection[int],
 ) -> tuple[list[tuple[int, bytes]], int, int, int | str, int, int, bool]:
     """`scan` for reads that want entries only (Stream.range_raw): the stream ID
     (`id_ms << 64 | id_seq`) and payload of each record from index `start`, skipping

@@ -27,7 +27,7 @@ import logging
 import os
 import threading
 import time
-from collections.abc import Callable, Container, Iterator, Sequence
+from collections.abc import Callable, Collection, Iterator, Sequence
 from pathlib import Path
 from typing import NamedTuple
 
@@ -106,6 +106,12 @@ def _take(records: Iterator[Record], count_max: int, bytes_max: int) -> list[Rec
 
 def wall_clock_ms() -> int:
     return time.time_ns() // 1_000_000
+
+
+def _exact_chunk(seg: Segment, count: int) -> int:
+    """Bytes to read from a record's own position in `seg` for about `count` records
+    (their size averaged over the segment), one more header included."""
+    return min(CHUNK_BYTES, count * seg.average_record_bytes() + format.HEADER_BYTES)
 
 
 class Log:
@@ -687,12 +693,12 @@ class Log:
                 break
         if out:
             last = out[-1]
-            seg = self.segments[bisect.bisect_right(self._bases, last.offset) - 1]
+            seg = self._segment_of(last.offset)
             self._read_hint = (last.offset + 1, seg, last.position + last.size)
         return out
 
     def read_entries(
-        self, offset: int, count: int, high: int, deleted: Container[int]
+        self, offset: int, count: int, high: int, deleted: Collection[int]
     ) -> tuple[list[tuple[int, bytes]], tuple[int, int] | None, bool] | None:
         """A stream's read of entries that goes on right where the last read ended
         (the read hint names `offset`): the (ID, payload) of the records from `offset`
@@ -702,15 +708,15 @@ class Log:
         (None: none taken); `above` says a record above `high` ended the read. The
         read stops at the segment's end; the caller goes on with `read` if it wants
         more. None, and nothing read, when the hint does not name `offset`."""
-        hint = self._read_hint
-        if hint is None or hint[0] != offset or offset < self.start_offset:
+        if offset < self.start_offset:
             return None
-        seg = self.segments[bisect.bisect_right(self._bases, offset) - 1]
-        if hint[1] is not seg:
+        seg = self._segment_of(offset)
+        position = self._hinted(seg, offset)
+        if position is None:
             return None
-        average = seg.size // max(seg.next_offset - seg.base_offset, 1) + 1
-        chunk = min(CHUNK_BYTES, count * average + format.HEADER_BYTES)
-        entries, after, above, end = seg.scan_entries(hint[2], count, high, deleted, chunk)
+        entries, after, above, end = seg.scan_entries(
+            position, count, high, deleted, _exact_chunk(seg, count)
+        )
         if after is not None:
             self._read_hint = (after[1], seg, end)
         return entries, after, above
@@ -759,16 +765,16 @@ class Log:
         for seg in self.segments[i:]:
             if seg.base_offset >= end:
                 return
-            average = seg.size // max(seg.next_offset - seg.base_offset, 1) + 1
-            position, exact = self._read_start(seg, offset)
-            if exact:
+            position = self._hinted(seg, offset)
+            if position is not None:
                 # Right at the first record wanted: read about `count_hint` records,
                 # and make (and CRC-check) no more of them than that per batch.
                 batch_max = count_hint
-                chunk = min(CHUNK_BYTES, count_hint * average + format.HEADER_BYTES)
+                chunk = _exact_chunk(seg, count_hint)
             else:
+                position = seg.checked_entry(max(seg.index.floor_offset(offset), 0))[1]
                 batch_max = 1 << 30
-                wanted = INTERVAL_BYTES + count_hint * average
+                wanted = INTERVAL_BYTES + count_hint * seg.average_record_bytes()
                 chunk = min(CHUNK_BYTES, max(wanted, 2 * INTERVAL_BYTES))
             for batch in seg.scan_batches(position, seg.size, chunk, batch_max):
                 if batch[0].offset >= offset and batch[-1].offset < end:
@@ -780,14 +786,17 @@ class Log:
                 if batch[-1].offset >= end:
                     return
 
-    def _read_start(self, seg: Segment, offset: int) -> tuple[int, bool]:
-        """The byte position in `seg` to scan from for `offset`, and whether it is that
-        record's own (the last read ended right before it) rather than an index
-        entry's at or before it."""
+    def _hinted(self, seg: Segment, offset: int) -> int | None:
+        """The position of record `offset` in `seg` when the last read ended right
+        before it (the read hint), else None."""
         hint = self._read_hint
         if hint is not None and hint[0] == offset and hint[1] is seg:
-            return hint[2], True
-        return seg.checked_entry(max(seg.index.floor_offset(offset), 0))[1], False
+            return hint[2]
+        return None
+
+    def _segment_of(self, offset: int) -> Segment:
+        """The segment holding `offset` (an offset from `start_offset` on)."""
+        return self.segments[bisect.bisect_right(self._bases, offset) - 1]
 
     def _rebuild_stale(self, exc: StaleIndex) -> None:
         """An index entry was wrong: rebuild that segment's index from the segment."""

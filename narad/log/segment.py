@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import logging
 import os
-from collections.abc import Container, Iterator
+from collections.abc import Collection, Iterator
 from pathlib import Path
 
 from narad.log import format
@@ -144,6 +144,11 @@ class Segment:
 
     # -- reading --------------------------------------------------------------------
 
+    def average_record_bytes(self) -> int:
+        """The mean size of this segment's records, rounded up (1 when empty): what
+        sizes reads meant to take a given number of records."""
+        return self.size // max(self.next_offset - self.base_offset, 1) + 1
+
     def pread(self, position: int, size: int) -> bytes:
         return os.pread(self.fd, size, position)
 
@@ -177,7 +182,7 @@ class Segment:
             chunk_bytes = self._next_chunk(position, end, status, detail, chunk_bytes)
 
     def scan_entries(
-        self, position: int, count: int, high: int, deleted: Container[int], chunk_bytes: int
+        self, position: int, count: int, high: int, deleted: Collection[int], chunk_bytes: int
     ) -> tuple[list[tuple[int, bytes]], tuple[int, int] | None, bool, int]:
         """`format.scan_entries` over the file from `position` (a record's start) to
         the segment's end, until `count` entries are taken or a record above `high`
