@@ -100,8 +100,10 @@ def _add_check(subparsers: Subparsers) -> None:
         description=(
             "Read every record of every segment and check it (CRC, dense offsets, "
             "stream IDs and timestamps in order), compare every index with a rebuild, "
-            "and check the checkpoints. Run it on logs no server has open. Exit code: "
-            "0 clean (or everything repaired), 1 problems remain."
+            "and check the checkpoints. A check may run beside a server (read-only); "
+            "--repair takes the data dir's lock and is refused while a server holds it. "
+            "Exit code: 0 clean (or everything repaired), 1 problems remain (or the "
+            "data dir is in use), 2 nothing to check or a usage error."
         ),
     )
     parser.add_argument(
@@ -124,13 +126,48 @@ def _run_check(args: argparse.Namespace) -> int:
         return _usage_error("check", f"{root} is not a directory")
     folders = find_logs(root)
     if not folders:
-        print(f"narad check: no log folders at or under {root}", file=sys.stderr)
-    with Progress(scan_bytes(folders), label="checking") as bar:
-        report = check_logs(folders, args.repair, bar)
+        return _usage_error("check", f"nothing to check: no Narad logs at or under {root}")
+    locks = _check_locks(folders, args.repair)
+    if locks is None:
+        return 1
+    try:
+        with Progress(scan_bytes(folders), label="checking") as bar:
+            report = check_logs(folders, args.repair, bar)
+    finally:
+        for fd in locks:
+            os.close(fd)
     for problem in report.problems:
         print(problem_line(problem))
     print(summary_line(report))
     return 0 if report.clean else 1
+
+
+def _check_locks(folders: list[Path], repair: bool) -> list[int] | None:
+    """The data dir locks `check` holds while it runs: with `repair`, every data dir
+    the logs belong to, so that no server opens them meanwhile (None, after saying
+    why, when one is in use); a plain check reads alongside a running server and
+    takes none, with a note, since a write in progress may look like a torn tail."""
+    from narad.log.lock import FolderBusy, holder, lock_folder, lock_folders
+
+    taken: list[int] = []
+    for folder in lock_folders(folders):
+        if not repair:
+            pid = holder(folder)
+            if pid is not None:
+                print(
+                    f"narad check: note: {folder} is in use by process {pid}: checking "
+                    "read-only; a record being written may show as a torn tail",
+                    file=sys.stderr,
+                )
+            continue
+        try:
+            taken.append(lock_folder(folder))
+        except FolderBusy as exc:
+            print(f"narad check: --repair refused: {exc}; stop it first", file=sys.stderr)
+            for fd in taken:
+                os.close(fd)
+            return None
+    return taken
 
 
 def problem_line(problem: Problem) -> str:

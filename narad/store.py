@@ -4,7 +4,7 @@ On disk (under `dir`):
 
     meta/               the metadata log: which stream (uid) is which (db, key)
     streams/<uid>/      one stream: data/ and state/ logs (narad/streams/stream.py)
-    narad.lock          held while a server uses the folder
+    narad.lock          held while a server uses the folder (narad/log/lock.py)
 
 Key names never reach the file system: a stream's folder is named by its uid, a
 number the metadata log assigns, so nothing a client sends can touch files outside
@@ -24,7 +24,6 @@ Owned by the event loop thread.
 
 from __future__ import annotations
 
-import fcntl
 import logging
 import os
 import shutil
@@ -37,6 +36,7 @@ import msgpack
 
 from narad.config import Config
 from narad.log import FsyncPolicy, GroupCommit, Log, LogConfig
+from narad.log.lock import FolderBusy, lock_folder
 from narad.queues import queue as _queue_ops  # noqa: F401  (registers the queue ops)
 from narad.schema.keyspace import StreamSchemas
 from narad.streams.stream import Stream
@@ -50,8 +50,8 @@ META_COMPACT_OPS = 10_000
 STATE_SEGMENT_BYTES = 8 * 1024 * 1024
 
 
-class DataDirBusy(Exception):
-    """Another server holds the data dir's lock."""
+# Another process (a server, `narad check --repair`) holds the data dir's lock.
+DataDirBusy = FolderBusy
 
 
 class Store:
@@ -96,13 +96,7 @@ class Store:
         logger.info("opened %d streams in %.3f s", sum(len(db) for db in self.dbs), self.loaded_s)
 
     def _lock(self) -> None:
-        fd = os.open(self.root / "narad.lock", os.O_RDWR | os.O_CREAT, 0o644)
-        try:
-            fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
-        except BlockingIOError:
-            os.close(fd)
-            raise DataDirBusy(f"another Narad server is using {self.root}") from None
-        self._lock_fd = fd
+        self._lock_fd = lock_folder(self.root)
 
     def log_config(self, segment_bytes: int | None = None) -> LogConfig:
         c = self.config

@@ -13,9 +13,12 @@ import pytest
 
 from narad import cli
 from narad.log import format
+from narad.log.check import find_logs
 from narad.log.format import FLAG_ENTRY, Record, encode_fields
+from narad.log.lock import lock_folder
 from narad.log.log import Log, LogConfig
 from narad.progress import Progress, human_bytes, human_duration
+from tests.servers import NaradProcess
 
 SMALL = LogConfig(segment_bytes=8192)
 T0 = 1_700_000_000_000
@@ -124,10 +127,64 @@ def test_check_data_dir(tmp_path: Path) -> None:
 
 
 def test_check_dir_without_logs(tmp_path: Path) -> None:
+    (tmp_path / "notes").mkdir()
+    (tmp_path / "notes" / "readme.txt").write_text("not a log")
     run = narad("check", tmp_path)
-    assert run.returncode == 0
-    assert "no log folders" in run.stderr
-    assert lines(run.stdout) == ["checked 0 logs, 0 segments, 0 records, 0 bytes: clean"]
+    assert run.returncode == 2
+    assert run.stdout == ""
+    assert run.stderr == (
+        f"narad check: error: nothing to check: no Narad logs at or under {tmp_path}\n"
+    )
+
+
+def _live_server(tmp_path: Path) -> NaradProcess:
+    server = NaradProcess(tmp_path / "n").start()
+    client = server.client()
+    client.xadd("s", {"a": "1"})
+    client.close()
+    return server
+
+
+def test_check_repair_refuses_a_live_server_data_dir(tmp_path: Path) -> None:
+    server = _live_server(tmp_path)
+    data = tmp_path / "n" / "data"
+    try:
+        stream_log = next(p for p in find_logs(data) if p.name == "data")
+        for target in (data, stream_log, tmp_path):
+            run = narad("check", target, "--repair")
+            assert run.returncode == 1, run.stderr
+            assert run.stdout == ""
+            assert run.stderr == (
+                f"narad check: --repair refused: {data} is in use by process "
+                f"{server.proc.pid} (it holds {data / 'narad.lock'}); stop it first\n"  # type: ignore[union-attr]
+            )
+        # A plain check reads alongside it, and says so.
+        run = narad("check", data)
+        assert run.returncode == 0, run.stdout
+        assert run.stdout.endswith(": clean\n")
+        assert f"{data} is in use by process {server.proc.pid}" in run.stderr  # type: ignore[union-attr]
+        assert server.client().ping()
+    finally:
+        server.stop()
+    run = narad("check", data, "--repair")
+    assert run.returncode == 0, run.stderr
+    assert run.stderr == ""
+
+
+def test_server_refuses_a_data_dir_under_repair(tmp_path: Path) -> None:
+    server = _live_server(tmp_path)
+    server.stop()
+    data = tmp_path / "n" / "data"
+    lock = lock_folder(data)  # what `narad check --repair` holds while it runs
+    try:
+        run = subprocess.run(
+            [sys.executable, "-m", "narad", "server", "--port", "0", "--dir", str(data)],
+            capture_output=True, text=True, timeout=60,
+        )
+        assert run.returncode == 1
+        assert f"{data} is in use by process {os.getpid()}" in run.stderr
+    finally:
+        os.close(lock)
 
 
 @pytest.mark.parametrize(

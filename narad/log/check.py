@@ -20,8 +20,9 @@ rewritten. Nothing else is ever written, renamed or deleted.
 
 Never: open a log through Log.open (its recovery truncates and rewrites files), hold a
 whole segment in memory (reads are chunked; only one record larger than a chunk is
-read whole), or trust an index to find records. Never run on a log that a server has
-open: a concurrent append looks like a torn tail, and a repair could cut it.
+read whole), or trust an index to find records. Never repair a log that a server has
+open: a concurrent append looks like a torn tail, and a repair could cut it (`narad
+check --repair` holds the data dir's lock while it runs: narad/log/lock.py).
 """
 
 from __future__ import annotations
