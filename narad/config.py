@@ -337,13 +337,15 @@ class BoolKind(Kind):
 
 
 class IntKind(Kind):
-    """A whole number between `minimum` and `maximum`, inclusive."""
+    """A whole number between `minimum` and `maximum`, inclusive. `why`, when set,
+    says why the range is so narrow (a reserved setting that accepts one value)."""
 
     label: ClassVar[str] = "int"
 
-    def __init__(self, minimum: int = 0, maximum: int = LLONG_MAX) -> None:
+    def __init__(self, minimum: int = 0, maximum: int = LLONG_MAX, why: str = "") -> None:
         self.minimum = minimum
         self.maximum = maximum
+        self.why = why
 
     def parse(self, args: Sequence[str], current: object) -> object:
         try:
@@ -357,9 +359,11 @@ class IntKind(Kind):
         return parse_integer(text)
 
     def bounded(self, value: int) -> int:
-        if not self.minimum <= value <= self.maximum:
-            raise BadValue(f"argument must be between {self.minimum} and {self.maximum} inclusive")
-        return value
+        if self.minimum <= value <= self.maximum:
+            return value
+        if self.why:
+            raise BadValue(f"argument must be {self.minimum} ({self.why})")
+        raise BadValue(f"argument must be between {self.minimum} and {self.maximum} inclusive")
 
 
 class MemoryKind(IntKind):
@@ -459,6 +463,44 @@ class SaveKind(Kind):
         numbers = str(value).split()
         pairs = [f"{numbers[i]} {numbers[i + 1]}" for i in range(0, len(numbers), 2)]
         return pairs or ['""']
+
+
+_DECIMAL = re.compile(r"[+-]?([0-9]+\.?[0-9]*|\.[0-9]+)([eE][+-]?[0-9]+)?|[+-]?inf(inity)?", re.I)
+
+
+class PercentilesKind(Kind):
+    """Redis's latency-tracking-info-percentiles: numbers from 0 to 100, as a tuple of
+    floats; one empty argument means none. Shown as C's %f without trailing zeros."""
+
+    label: ClassVar[str] = "special"
+    multi_arg: ClassVar[bool] = True
+
+    def parse(self, args: Sequence[str], current: object) -> object:
+        if len(args) == 1 and args[0] == "":
+            return ()
+        values = []
+        for arg in args:
+            if _DECIMAL.fullmatch(arg) is None:
+                raise BadValue("Invalid latency-tracking-info-percentiles parameters")
+            value = float(arg)
+            if not 0.0 <= value <= 100.0:
+                raise BadValue(
+                    "latency-tracking-info-percentiles parameters should sit between [0.0,100.0]"
+                )
+            values.append(value)
+        return tuple(values)
+
+    def show(self, value: object) -> str:
+        assert isinstance(value, tuple)
+        return " ".join(format_percentile(p) for p in value)
+
+    def write(self, value: object) -> list[str]:
+        return [self.show(value) or '""']
+
+
+def format_percentile(value: float) -> str:
+    """A percentile as Redis prints it: C's %f, trailing zeros (and point) dropped."""
+    return f"{value:f}".rstrip("0").rstrip(".")
 
 
 class BufferLimit(NamedTuple):
@@ -568,6 +610,8 @@ STREAMS = "Streams"
 SLOWLOG = "Slow log and latency"
 REPLICATION = "Replication (reserved: replication is not implemented yet)"
 
+_NO_REPLICATION = "replication is not implemented yet"
+
 DEFAULT_OUTPUT_BUFFER_LIMITS = OutputBufferLimits(
     normal=BufferLimit(GB, 0, 0),
     replica=BufferLimit(256 * MB, 64 * MB, 60),
@@ -601,7 +645,9 @@ SETTINGS: tuple[Setting, ...] = (
     ),
     Setting(
         "tcp-keepalive", IntKind(0, INT_MAX), 300,
-        "Seconds between TCP keepalive probes to clients (0: off).", NETWORK,
+        "TCP keepalive on client connections: the first probe after this many idle"
+        " seconds, then one every third of it, dropped after 3 unanswered (0: off). A"
+        " change applies to connections accepted after it.", NETWORK,
     ),
     Setting(
         "databases", IntKind(1, INT_MAX), 16,
@@ -627,7 +673,8 @@ SETTINGS: tuple[Setting, ...] = (
     ),
     Setting(
         "pidfile", StringKind(), "",
-        "File to write the process ID to (empty: none).", SERVER, mutable=False,
+        "File the server writes its process ID to once it holds its data dir, and removes"
+        " when it stops cleanly (empty: none).", SERVER, mutable=False,
     ),
     Setting(
         "enable-debug-command", EnumKind(("no", "yes", "local")), "no",
@@ -701,16 +748,21 @@ SETTINGS: tuple[Setting, ...] = (
     ),
     Setting(
         "latency-tracking", BoolKind(), True,
-        "Track per-command latency for INFO latencystats.", SLOWLOG,
+        "Keep a latency histogram per command, for INFO latencystats.", SLOWLOG,
     ),
     Setting(
-        "min-replicas-to-ack", IntKind(0, INT_MAX), 0,
-        "Acknowledge a write only once this many replicas have it (0: at once).",
-        REPLICATION,
+        "latency-tracking-info-percentiles", PercentilesKind(), (50.0, 99.0, 99.9),
+        "The percentiles INFO latencystats shows, from 0 to 100 (\"\": none).", SLOWLOG,
     ),
     Setting(
-        "replica-read-only", BoolKind(), True,
-        "A replica refuses writes from clients. Also named slave-read-only.", REPLICATION,
+        "min-replicas-to-ack", IntKind(0, 0, why=_NO_REPLICATION), 0,
+        "Will acknowledge a write once this many replicas have it. Only 0 (at once) is"
+        " accepted until replication exists.", REPLICATION,
+    ),
+    Setting(
+        "replica-read-only", BoolKind(only=True, why=_NO_REPLICATION), True,
+        "Will make a replica refuse writes from clients. Also named slave-read-only. Only"
+        " yes is accepted until replication exists.", REPLICATION,
         aliases=("slave-read-only",),
     ),
 )
@@ -894,8 +946,12 @@ class Config:
         alias of an earlier name counts as a repeat) is refused. Then every value is
         parsed against a copy; the first bad one is refused and nothing changes.
         A multi-argument setting's value is split at single spaces, as Redis does.
-        Callbacks run after the change, in the order of the pairs. The caller checks
-        the command's arity (an odd argument count is Redis's "syntax error").
+        Then the new values are applied: callbacks run in the order of the pairs.
+        A callback that cannot apply its value (it raises BadValue: a port that
+        cannot be bound) makes the whole set fail, as Redis's does: the old values
+        come back and the callbacks that already ran are run again with them, so what
+        is in effect and what CONFIG GET and REWRITE see stay the same. The caller
+        checks the command's arity (an odd argument count is Redis's "syntax error").
         """
         chosen = self._check_names(pairs)
         values = dict(self._values)
@@ -905,10 +961,22 @@ class Config:
                 values[setting.name] = setting.kind.parse(args, values[setting.name])
             except BadValue as exc:
                 raise _set_error(name.lower(), str(exc)) from None
-        self._values = values
-        for setting in chosen:
-            for callback in self._callbacks.get(setting.name, []):
-                callback(values[setting.name])
+        old, self._values = self._values, values
+        applied: list[Setting] = []
+        try:
+            for setting in chosen:
+                applied.append(setting)
+                self._apply(setting)
+        except BadValue as exc:
+            self._values = old
+            for setting in applied:
+                with contextlib.suppress(BadValue):
+                    self._apply(setting)
+            raise _set_error(applied[-1].name, str(exc)) from None
+
+    def _apply(self, setting: Setting) -> None:
+        for callback in self._callbacks.get(setting.name, []):
+            callback(self._values[setting.name])
 
     @staticmethod
     def _check_names(pairs: Sequence[tuple[str, str]]) -> list[Setting]:
@@ -927,8 +995,11 @@ class Config:
         return chosen
 
     def on_change(self, name: str, callback: Callable[[object], None]) -> None:
-        """Call `callback(new typed value)` after each successful CONFIG SET of the
-        setting `name` (any name or alias), even if the value is the same."""
+        """Call `callback(new typed value)` after each CONFIG SET of the setting
+        `name` (any name or alias), even if the value is the same. The callback puts
+        the value in effect, or raises BadValue with the reason it cannot (see `set`).
+        Every mutable setting has one, except those read afresh wherever they are
+        used; tests/test_config.py lists which."""
         setting = lookup(name)
         if setting is None:
             raise KeyError(name)

@@ -1,6 +1,10 @@
 """INFO: Redis's sections and field names, plus a `narad` section.
 
-Field meanings follow Redis where the field exists there. Durability fields use the
+Field meanings follow Redis where the field exists there, and every field is measured
+as Redis measures it (rates and latency percentiles: narad/metrics.py) or states what
+is so in Narad (no replicas, no expiry, no pub/sub: their counts are 0); a Redis
+field Narad cannot measure is left out, not faked (docs/info.md lists the fields).
+Settings are shown as in effect, never as merely asked for. Durability fields use the
 contract words of docs/durability.md: under `fsync always` an acked write is durable;
 under `everysec` and `no` it is only appended (aof_* fields say which policy runs).
 """
@@ -17,6 +21,7 @@ from typing import TYPE_CHECKING
 import narad
 from narad.commands.connection import REDIS_VERSION
 from narad.commands.table import all_commands
+from narad.config import format_percentile
 
 if TYPE_CHECKING:
     from narad.server import Server
@@ -82,7 +87,7 @@ def _server(s: Server) -> Fields:
         ("os", f"{platform.system()} {platform.release()} {platform.machine()}"),
         ("arch_bits", 64 if sys.maxsize > 2**32 else 32),
         ("monotonic_clock", "POSIX clock_gettime"),
-        ("multiplexing_api", "epoll"),
+        ("multiplexing_api", _multiplexing_api(s)),
         ("python_version", platform.python_version()),
         ("process_id", os.getpid()),
         ("process_supervised", "no"),
@@ -91,12 +96,19 @@ def _server(s: Server) -> Fields:
         ("server_time_usec", int(now * 1_000_000)),
         ("uptime_in_seconds", uptime),
         ("uptime_in_days", uptime // 86400),
-        ("hz", 10),
-        ("configured_hz", 10),
-        ("executable", sys.argv[0]),
+        ("executable", os.path.abspath(sys.argv[0])),
         ("config_file", s.config.path or ""),
         ("io_threads_active", 0),
     ]
+
+
+def _multiplexing_api(s: Server) -> str:
+    """What the event loop waits with: asyncio's selector, or libuv's (uvloop), which
+    is epoll on Linux and kqueue on the BSDs."""
+    selector = getattr(s.loop, "_selector", None)
+    if selector is not None:
+        return type(selector).__name__.removesuffix("Selector").lower()
+    return "epoll" if sys.platform.startswith("linux") else "kqueue"
 
 
 def _clients(s: Server) -> Fields:
@@ -104,8 +116,6 @@ def _clients(s: Server) -> Fields:
         ("connected_clients", len(s.clients)),
         ("cluster_connections", 0),
         ("maxclients", s.config["maxclients"]),
-        ("client_recent_max_input_buffer", 0),
-        ("client_recent_max_output_buffer", 0),
         ("blocked_clients", s.blocked_clients),
         ("tracking_clients", 0),
         (
@@ -179,20 +189,19 @@ def _stats(s: Server) -> Fields:
     return [
         ("total_connections_received", st.connections_received),
         ("total_commands_processed", st.commands_processed),
-        ("instantaneous_ops_per_sec", 0),
+        ("instantaneous_ops_per_sec", int(st.ops_rate.per_second)),
         ("total_net_input_bytes", st.net_input_bytes),
         ("total_net_output_bytes", st.net_output_bytes),
+        ("instantaneous_input_kbps", f"{st.input_rate.per_second / 1024:.2f}"),
+        ("instantaneous_output_kbps", f"{st.output_rate.per_second / 1024:.2f}"),
         ("rejected_connections", st.rejected_connections),
         ("expired_keys", 0),
         ("evicted_keys", 0),
-        ("keyspace_hits", 0),
-        ("keyspace_misses", 0),
         ("pubsub_channels", 0),
         ("pubsub_patterns", 0),
         ("total_error_replies", st.error_replies),
-        ("unexpected_error_replies", 0),
-        ("total_reads_processed", 0),
-        ("total_writes_processed", 0),
+        ("total_reads_processed", st.reads_processed),
+        ("total_writes_processed", st.writes_processed),
     ]
 
 
@@ -243,6 +252,25 @@ def _commandstats(s: Server) -> Fields:
     return out
 
 
+def _latencystats(s: Server) -> Fields:
+    """Per-command percentiles, as Redis 7.0 shows them (nothing while tracking is
+    off); each value is in microseconds, with three decimals."""
+    if not s.latency_tracking:
+        return []
+    percentiles = s.config["latency-tracking-info-percentiles"]
+    assert isinstance(percentiles, tuple)
+    out: Fields = []
+    for cmd in sorted(all_commands(), key=lambda c: c.name):
+        histogram = cmd.latency
+        if histogram is None or not histogram.total:
+            continue
+        shown = ",".join(
+            f"p{format_percentile(p)}={histogram.percentile(p) / 1000:.3f}" for p in percentiles
+        )
+        out.append((f"latency_percentiles_usec_{cmd.name}", shown))
+    return out
+
+
 def _narad(s: Server) -> Fields:
     gc = s.store.group_commit.stats
     streams = [stream for db in s.store.dbs for stream in db.values()]
@@ -286,6 +314,6 @@ SECTIONS: dict[str, Callable[[Server], Fields]] = {
     "cluster": lambda s: [("cluster_enabled", 0)],
     "keyspace": _keyspace,
     "commandstats": _commandstats,
-    "latencystats": lambda s: [],
+    "latencystats": _latencystats,
     "narad": _narad,
 }

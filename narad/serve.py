@@ -7,7 +7,9 @@ server itself is narad/server.py.
 from __future__ import annotations
 
 import argparse
+import contextlib
 import logging
+import os
 import sys
 from collections.abc import Callable, Sequence
 from typing import TYPE_CHECKING
@@ -66,16 +68,22 @@ OPEN_FILES_MAX = 1 << 20
 
 
 def setup_logging(config: Config) -> None:
-    """Structured, quiet by default: `notice` shows warnings and the ready line."""
-    level = LOG_LEVELS.get(str(config["loglevel"]), logging.WARNING)
+    """Structured, quiet by default: `notice` shows warnings and the ready line.
+    The level follows CONFIG SET loglevel; the file (`logfile`) is fixed at start."""
     logfile = str(config["logfile"])
     handler: logging.Handler = logging.FileHandler(logfile) if logfile else logging.StreamHandler()
     handler.setFormatter(
         logging.Formatter("ts=%(asctime)s level=%(levelname)s logger=%(name)s msg=%(message)r")
     )
-    root = logging.getLogger("narad")
-    root.handlers[:] = [handler]
-    root.setLevel(level)
+    logging.getLogger("narad").handlers[:] = [handler]
+    set_log_level(config["loglevel"])
+    config.on_change("loglevel", set_log_level)
+
+
+def set_log_level(name: object) -> None:
+    level = LOG_LEVELS.get(str(name), logging.WARNING)
+    logging.getLogger("narad").setLevel(level)
+    # The server's own lifecycle lines (ready, stopped) are shown at `notice` too.
     logging.getLogger("narad.server").setLevel(min(level, logging.INFO))
 
 
@@ -97,16 +105,46 @@ def run(args: argparse.Namespace) -> int:
     setup_logging(config)
     raise_open_files_limit()
     server = Server(config)
+    pidfile = PidFile(str(config["pidfile"]))
     try:
         with asyncio.Runner(loop_factory=_loop_factory()) as runner:
-            runner.run(server.serve())
+            runner.run(server.serve(ready=lambda port: pidfile.write()))
     except DataDirBusy as exc:
         print(f"narad: {exc}", file=sys.stderr)
         return 1
     except OSError as exc:
         print(f"narad: {exc}", file=sys.stderr)
         return 1
+    finally:
+        pidfile.remove()
     return 0
+
+
+class PidFile:
+    """The `pidfile` setting: the process ID, written once the server holds its data
+    dir and listens (so a second server refused the data dir never overwrites the
+    first one's), removed when the server stops cleanly. Empty path: no file."""
+
+    def __init__(self, path: str) -> None:
+        self.path = path
+        self.written = False
+
+    def write(self) -> None:
+        if not self.path:
+            return
+        try:
+            with open(self.path, "w") as f:
+                f.write(f"{os.getpid()}\n")
+        except OSError as exc:  # as Redis: a warning, the server runs on
+            logging.getLogger("narad.server").warning("cannot write pidfile: %s", exc)
+            return
+        self.written = True
+
+    def remove(self) -> None:
+        if self.written:
+            with contextlib.suppress(OSError):
+                os.unlink(self.path)
+            self.written = False
 
 
 def raise_open_files_limit() -> None:

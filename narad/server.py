@@ -29,16 +29,18 @@ import contextlib
 import logging
 import os
 import signal
+import socket
 import time
 from collections import Counter, deque
 from collections.abc import Callable, Hashable
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
-from narad import errors
+from narad import errors, metrics
 from narad.commands.table import LOOKUP, RUN_REPLY_BYTES_MAX, Block, Command, all_commands
-from narad.config import Config
+from narad.config import BadValue, Config
 from narad.errors import CommandError
+from narad.listen import Listeners
 from narad.log import LogFailed
 from narad.queues.service import QueueService
 from narad.resp import (
@@ -72,13 +74,25 @@ class Stats:
     error_replies: int = 0
     net_input_bytes: int = 0
     net_output_bytes: int = 0
+    reads_processed: int = 0  # data_received calls: one per socket read, as Redis counts
+    writes_processed: int = 0  # transport writes of replies
     errors: Counter[str] = field(default_factory=Counter)
+    # instantaneous_*: sampled every metrics.SAMPLE_INTERVAL_S by Server._sample.
+    ops_rate: metrics.Rate = field(default_factory=metrics.Rate)
+    input_rate: metrics.Rate = field(default_factory=metrics.Rate)
+    output_rate: metrics.Rate = field(default_factory=metrics.Rate)
 
     def reset(self) -> None:
         fresh = Stats(started_s=self.started_s)
         self.__dict__.update(fresh.__dict__)
         for cmd in all_commands():
             cmd.calls = cmd.usec = cmd.rejected = cmd.failed = 0
+            cmd.latency = None
+
+    def sample(self, now_s: float) -> None:
+        self.ops_rate.sample(self.commands_processed, now_s)
+        self.input_rate.sample(self.net_input_bytes, now_s)
+        self.output_rate.sample(self.net_output_bytes, now_s)
 
 
 @dataclass
@@ -119,12 +133,62 @@ class Server:
         self.output_limit_bytes = 0
         self._set_output_limit(config["client-output-buffer-limit"])
         config.on_change("client-output-buffer-limit", self._set_output_limit)
+        self.latency_tracking = bool(config["latency-tracking"])
+        config.on_change("latency-tracking", self._set_latency_tracking)
+        self.listeners: Listeners | None = None
+        config.on_change("port", self._listen_on_port)
+        config.on_change("bind", self._listen_on_addresses)
+        for name in (
+            "fsync", "segment-bytes", "segment-ms", "retention-ms", "retention-bytes",
+            "stream-node-max-entries",
+        ):
+            config.on_change(name, self._apply_log_settings)
+        for name in ("proto-max-bulk-len", "client-query-buffer-limit"):
+            config.on_change(name, self._apply_parser_limits)
+
+    # -- settings applied at runtime (CONFIG SET; the others are read where used) ------
 
     def _set_output_limit(self, value: object) -> None:
         self.output_limit_bytes = int(getattr(value, "normal_hard_bytes", 0))
 
     def _set_slowlog_threshold(self, value: object) -> None:
         self.slowlog_threshold_us = int(value)  # type: ignore[call-overload]
+
+    def _set_latency_tracking(self, value: object) -> None:
+        self.latency_tracking = bool(value)
+
+    def _listen_on_port(self, value: object) -> None:
+        self._listen("Unable to listen on this port. Check server logs.")
+
+    def _listen_on_addresses(self, value: object) -> None:
+        self._listen("Failed to bind to specified addresses.")
+
+    def _listen(self, failure: str) -> None:
+        """Listen where `port` and `bind` say now (narad/listen.py); on failure the
+        old listeners stay and CONFIG SET answers Redis's `failure` text."""
+        if self.listeners is None:  # not serving yet: serve() listens
+            return
+        port = int(self.config["port"])  # type: ignore[call-overload]
+        addresses = str(self.config["bind"]).split()
+        try:
+            self.listeners.listen(addresses, port)
+        except OSError as exc:
+            logger.warning("cannot listen on %s port %d: %s", " ".join(addresses), port, exc)
+            raise BadValue(failure) from None
+        self.tcp_port = self.listeners.port
+        logger.info("listening on %s port %d", " ".join(addresses), self.tcp_port)
+
+    def _apply_log_settings(self, value: object) -> None:
+        self.store.apply_settings()
+        for queue in self.queues.queues():
+            self.queues.apply_settings(queue)
+
+    def _apply_parser_limits(self, value: object) -> None:
+        bulk = int(self.config["proto-max-bulk-len"])  # type: ignore[call-overload]
+        query = int(self.config["client-query-buffer-limit"])  # type: ignore[call-overload]
+        for client in self.clients.values():
+            client.parser.max_bulk_len = bulk
+            client.parser.max_query_buffer = query
 
     # -- the commit barrier -------------------------------------------------------------
 
@@ -240,11 +304,14 @@ class Server:
         if count > 1:
             for _ in range(count - 1):
                 queue.popleft()
-        usec = (time.perf_counter_ns() - start) // 1000
+        ns = time.perf_counter_ns() - start
+        usec = ns // 1000
         client.last_command = cmd.name
         cmd.calls += count
         cmd.usec += usec
         self.stats.commands_processed += count
+        if self.latency_tracking:
+            metrics.track(cmd, ns // count, count)
         each = usec // count
         if each >= self.slowlog_threshold_us >= 0:
             for one in run:
@@ -311,16 +378,19 @@ class Server:
             cmd.failed += 1
             raise CommandError(str(exc), "IOERR") from None
         finally:
-            usec = (time.perf_counter_ns() - start) // 1000
+            ns = time.perf_counter_ns() - start
+            usec = ns // 1000
             cmd.calls += 1
             cmd.usec += usec
             self.stats.commands_processed += 1
+            if self.latency_tracking:
+                metrics.track(cmd, ns)
             if usec >= self.slowlog_threshold_us >= 0:
                 self._slowlog_add(client, argv, usec)
             if self.monitors and "admin" not in cmd.flags:
                 self._feed_monitors(client, argv)
         if reply.__class__ is Block:
-            client.block(reply)
+            client.block(reply, cmd)
         elif client.in_exec:
             return reply
         else:
@@ -438,6 +508,12 @@ class Server:
                 if client.blocked is None and now - client.last_interaction_s > idle_max:
                     client.close()
 
+    def _sample(self) -> None:
+        """Every metrics.SAMPLE_INTERVAL_S: a sample of each instantaneous_* rate."""
+        assert self.loop is not None
+        self._sample_handle = self.loop.call_later(metrics.SAMPLE_INTERVAL_S, self._sample)
+        self.stats.sample(time.monotonic())
+
     def new_client_id(self) -> int:
         cid = self._next_client_id
         self._next_client_id += 1
@@ -453,21 +529,16 @@ class Server:
         self.shutdown_requested = asyncio.Event()
         self.store.open(self)
         self.queues.opened()
-        servers = []
-        port = int(self.config["port"])  # type: ignore[call-overload]
-        for host in str(self.config["bind"]).split():
-            host = host.lstrip("-")
-            servers.append(
-                await self.loop.create_server(
-                    lambda: Client(self), host, port, reuse_address=True, backlog=511
-                )
-            )
-            if port == 0:  # an ephemeral port: every address listens on the first one's
-                port = servers[0].sockets[0].getsockname()[1]
-        self.tcp_port = port
+        self.listeners = Listeners(self.loop, lambda: Client(self))
+        self.listeners.listen(
+            str(self.config["bind"]).split(), int(self.config["port"])  # type: ignore[call-overload]
+        )
+        await self.listeners.started()
+        port = self.tcp_port = self.listeners.port
         for sig in (signal.SIGTERM, signal.SIGINT):
             self.loop.add_signal_handler(sig, self.request_shutdown)
         self._cron_handle = self.loop.call_later(CRON_INTERVAL_S, self._cron)
+        self._sample_handle = self.loop.call_later(metrics.SAMPLE_INTERVAL_S, self._sample)
         logger.info("ready to accept connections on port %d", port)
         if ready is not None:
             ready(port)
@@ -475,10 +546,10 @@ class Server:
             await self.shutdown_requested.wait()
         finally:
             self._cron_handle.cancel()
+            self._sample_handle.cancel()
             for sig in (signal.SIGTERM, signal.SIGINT):
                 self.loop.remove_signal_handler(sig)
-            for srv in servers:
-                srv.close()
+            self.listeners.close()
             self._flush()
             for client in list(self.clients.values()):
                 client.close()
@@ -550,6 +621,7 @@ class Client(asyncio.Protocol):
         self.skip_current = False  # CLIENT REPLY SKIP: this command's reply is dropped
         self.skip_next = False  # CLIENT REPLY SKIP was just called
         self.blocked: Block | None = None
+        self.blocked_command: Command | None = None  # the command `blocked` belongs to
         self._block_timer: asyncio.TimerHandle | None = None
         self.closing = False
         self.created_s = time.time()
@@ -581,6 +653,9 @@ class Client(asyncio.Protocol):
             transport.close()
             return
         server.clients[self.id] = self
+        keepalive = int(server.config["tcp-keepalive"])  # type: ignore[call-overload]
+        if keepalive:
+            _keepalive(transport.get_extra_info("socket"), keepalive)
 
     def _refused_by_protected_mode(self, peer: Any) -> bool:
         config = self.server.config
@@ -591,7 +666,9 @@ class Client(asyncio.Protocol):
 
     def data_received(self, data: bytes) -> None:
         self.last_interaction_s = time.time()
-        self.server.stats.net_input_bytes += len(data)
+        stats = self.server.stats
+        stats.net_input_bytes += len(data)
+        stats.reads_processed += 1
         parser = self.parser
         queue = self.queue
         if not queue and self.protocol_error is None:
@@ -726,7 +803,9 @@ class Client(asyncio.Protocol):
         if transport is None or transport.is_closing():
             return
         if data:
-            self.server.stats.net_output_bytes += len(data)
+            stats = self.server.stats
+            stats.net_output_bytes += len(data)
+            stats.writes_processed += 1
             transport.write(data)
             hard = self.server.output_limit_bytes
             if hard and transport.get_write_buffer_size() > hard:
@@ -783,8 +862,9 @@ class Client(asyncio.Protocol):
 
     # -- blocking -----------------------------------------------------------------------
 
-    def block(self, block: Block) -> None:
+    def block(self, block: Block, cmd: Command) -> None:
         self.blocked = block
+        self.blocked_command = cmd
         for key in block.keys:
             self.server.add_waiter(self, key)
         if block.timeout_ms:
@@ -799,6 +879,8 @@ class Client(asyncio.Protocol):
         try:
             reply = block.retry(key)
         except CommandError as exc:
+            if self.blocked_command is not None:  # counted as failed, as Redis 7.0 does
+                self.blocked_command.failed += 1
             self.unblock()
             self.reply_error(exc)
             self.run_queued()
@@ -820,6 +902,7 @@ class Client(asyncio.Protocol):
 
     def unblock(self) -> None:
         block, self.blocked = self.blocked, None
+        self.blocked_command = None
         if block is None:
             return
         for key in block.keys:
@@ -834,6 +917,19 @@ PROTECTED_MODE_ERROR = (
     b"is not on the loopback interface. Set a password (requirepass) or bind to the "
     b"addresses you mean to serve and turn protected-mode off.\r\n"
 )
+
+
+def _keepalive(sock: Any, idle_s: int) -> None:
+    """TCP keepalive as Redis sets it (anetKeepAlive): the first probe after `idle_s`
+    idle seconds, then one every third of that, the peer dropped after 3 unanswered."""
+    if sock is None or sock.family not in (socket.AF_INET, socket.AF_INET6):
+        return
+    with contextlib.suppress(OSError):
+        sock.setsockopt(socket.SOL_SOCKET, socket.SO_KEEPALIVE, 1)
+        if hasattr(socket, "TCP_KEEPIDLE"):
+            sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_KEEPIDLE, idle_s)
+            sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_KEEPINTVL, max(idle_s // 3, 1))
+            sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_KEEPCNT, 3)
 
 
 def _format_addr(addr: Any) -> str:

@@ -24,6 +24,7 @@ Owned by the event loop thread.
 
 from __future__ import annotations
 
+import contextlib
 import logging
 import os
 import shutil
@@ -35,7 +36,7 @@ from typing import TYPE_CHECKING, Any
 import msgpack
 
 from narad.config import Config
-from narad.log import FsyncPolicy, GroupCommit, Log, LogConfig
+from narad.log import FsyncPolicy, GroupCommit, Log, LogConfig, LogFailed
 from narad.log.lock import FolderBusy, lock_folder
 from narad.queues import queue as _queue_ops  # noqa: F401  (registers the queue ops)
 from narad.schema.keyspace import StreamSchemas
@@ -265,6 +266,28 @@ class Store:
         for stream in doomed:
             stream.close()
             shutil.rmtree(stream.folder, ignore_errors=True)
+
+    def apply_settings(self) -> None:
+        """Put CONFIG SET's values of the settings the logs carry into every open log:
+        segment and retention bounds, stream-node-max-entries and the fsync policy.
+        Entering `fsync always`, everything written before is fsynced at once, so that
+        every record a reply or a consumer can see from now on is durable."""
+        for stream in self.streams.values():
+            stream.data.config = self.log_config()
+            stream.state.config = self.log_config(STATE_SEGMENT_BYTES)
+            stream.node_entries = int(self.config["stream-node-max-entries"]) or 100  # type: ignore[call-overload]
+        if self.meta is not None:
+            self.meta.config = self.log_config(STATE_SEGMENT_BYTES)
+        policy = FsyncPolicy(str(self.config["fsync"]))
+        if policy is self.policy:
+            return
+        self.policy = policy
+        self.group_commit.set_policy(policy)
+        if policy is FsyncPolicy.ALWAYS:
+            logs = [log for s in self.streams.values() for log in (s.data, s.state)]
+            for log in [*logs, *([self.meta] if self.meta is not None else [])]:
+                with contextlib.suppress(LogFailed):  # a failed log refuses writes anyway
+                    log.sync()
 
     def maintain(self) -> None:
         """Periodic upkeep between commits: retention deletes whole sealed data

@@ -99,6 +99,7 @@ def test_defaults() -> None:
     assert config["slowlog-log-slower-than"] == 10000
     assert config["slowlog-max-len"] == 128
     assert config["latency-tracking"] is True
+    assert config["latency-tracking-info-percentiles"] == (50.0, 99.0, 99.9)
     assert config["min-replicas-to-ack"] == 0
     assert config["replica-read-only"] is True
 
@@ -470,6 +471,7 @@ def test_get_renders_like_redis() -> None:
         "slowlog-log-slower-than": "10000",
         "slowlog-max-len": "128",
         "latency-tracking": "yes",
+        "latency-tracking-info-percentiles": "50 99 99.9",
         "min-replicas-to-ack": "0",
         "replica-read-only": "yes",
         "slave-read-only": "yes",
@@ -529,9 +531,9 @@ def test_set_each_kind() -> None:
 
 def test_set_through_an_alias() -> None:
     config = Config()
-    config.set([("APPENDFSYNC", "no"), ("slave-read-only", "no")])
+    config.set([("APPENDFSYNC", "no"), ("slave-read-only", "yes")])
     assert config["fsync"] == "no"
-    assert config["replica-read-only"] is False
+    assert config["replica-read-only"] is True
 
 
 def test_set_empty_multi_argument_values() -> None:
@@ -656,6 +658,21 @@ SET_ERRORS = [
         "argument must be 'yes' or 'no'",
     ),
     (
+        [("latency-tracking-info-percentiles", "50 x")],
+        "CONFIG SET failed (possibly related to argument 'latency-tracking-info-percentiles') - "
+        "Invalid latency-tracking-info-percentiles parameters",
+    ),
+    (
+        [("latency-tracking-info-percentiles", "100.5")],
+        "CONFIG SET failed (possibly related to argument 'latency-tracking-info-percentiles') - "
+        "latency-tracking-info-percentiles parameters should sit between [0.0,100.0]",
+    ),
+    (
+        [("latency-tracking-info-percentiles", "-1")],
+        "CONFIG SET failed (possibly related to argument 'latency-tracking-info-percentiles') - "
+        "latency-tracking-info-percentiles parameters should sit between [0.0,100.0]",
+    ),
+    (
         [("replica-read-only", "maybe")],
         "CONFIG SET failed (possibly related to argument 'replica-read-only') - "
         "argument must be 'yes' or 'no'",
@@ -729,6 +746,16 @@ SET_ERRORS = [
 ]
 
 NARAD_ONLY_SET_ERRORS = [
+    (
+        [("min-replicas-to-ack", "1")],
+        "CONFIG SET failed (possibly related to argument 'min-replicas-to-ack') - "
+        "argument must be 0 (replication is not implemented yet)",
+    ),
+    (
+        [("slave-read-only", "no")],
+        "CONFIG SET failed (possibly related to argument 'slave-read-only') - "
+        "argument must be 'yes' (replication is not implemented yet)",
+    ),
     (
         [("fsync", "sometimes")],
         "CONFIG SET failed (possibly related to argument 'fsync') - "
@@ -1035,7 +1062,7 @@ SAME_VALUES = [
     ("loglevel", "Warning"),
     ("save", "900 1 300 10"),
     ("latency-tracking", "no"),
-    ("replica-read-only", "no"),
+    ("latency-tracking-info-percentiles", "12.50 99.990 1e1 0 100"),
 ]
 
 

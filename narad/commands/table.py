@@ -20,6 +20,7 @@ from typing import TYPE_CHECKING, Any
 from narad.resp import NULL_ARRAY
 
 if TYPE_CHECKING:
+    from narad.metrics import Histogram
     from narad.server import Client
 
 Handler = Callable[["Client", list[bytes]], Any]
@@ -70,6 +71,7 @@ class Command:
     usec: int = 0
     rejected: int = 0  # refused before running (arity, auth, unknown subcommand, ...)
     failed: int = 0  # ran and answered an error
+    latency: Histogram | None = None  # INFO latencystats, while latency-tracking is on
 
     def check_arity(self, argc: int) -> bool:
         return argc == self.arity if self.arity >= 0 else argc >= -self.arity

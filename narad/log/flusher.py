@@ -60,8 +60,31 @@ class GroupCommit:
         self._helped: queue.SimpleQueue[bool | LogFailed] = queue.SimpleQueue()
         self._helpers: list[threading.Thread] = []
         if policy is FsyncPolicy.EVERYSEC:
-            self._thread = threading.Thread(target=self._everysec, name="narad-fsync", daemon=True)
-            self._thread.start()
+            self._start_everysec()
+
+    def set_policy(self, policy: FsyncPolicy) -> None:
+        """Commits from now on follow `policy` (CONFIG SET fsync). Leaving everysec,
+        the background thread stops after fsyncing what it still owed; entering it,
+        one starts. What earlier commits wrote is the caller's to fsync if the new
+        policy promises more (Store.apply_settings)."""
+        if policy is self.policy:
+            return
+        self._stop_everysec()
+        self.policy = policy
+        if policy is FsyncPolicy.EVERYSEC:
+            self._start_everysec()
+
+    def _start_everysec(self) -> None:
+        self._stop = threading.Event()
+        self._thread = threading.Thread(target=self._everysec, name="narad-fsync", daemon=True)
+        self._thread.start()
+
+    def _stop_everysec(self) -> None:
+        if self._thread is not None:
+            self._stop.set()
+            self._thread.join()
+            self._thread = None
+            self.sync_written()
 
     def note(self, log: Log) -> None:
         """`log` has buffered records that the next commit must carry."""
@@ -203,8 +226,4 @@ class GroupCommit:
         for helper in self._helpers:
             helper.join()
         self._helpers.clear()
-        if self._thread is not None:
-            self._stop.set()
-            self._thread.join()
-            self._thread = None
-            self.sync_written()
+        self._stop_everysec()

@@ -1,0 +1,132 @@
+"""The listening sockets: `bind` addresses on `port`, changed while the server runs.
+
+CONFIG SET port / bind move the listeners as Redis 7 does: the new sockets are bound
+first, and only once all of them are bound are the old ones closed, so a failure
+changes nothing (the old listeners stay) and clients already connected stay
+connected whatever happens. An address already listened to on the same port keeps
+its socket. Bind addresses are Redis's: `*` is every IPv4 address, `::*` every IPv6
+one, and a leading `-` makes an address optional (skipped when the machine does not
+have it).
+
+Owned by the event loop thread.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import errno
+import socket
+from collections.abc import Callable
+
+BACKLOG = 511  # Redis's tcp-backlog default
+# bind() errors that an optional ("-") address is skipped for.
+MISSING_ADDRESS = (errno.EADDRNOTAVAIL, errno.EAFNOSUPPORT, errno.EPROTONOSUPPORT)
+WILDCARDS = {"*": "0.0.0.0", "::*": "::"}
+
+
+class _Listener:
+    """One bound socket, served by the event loop once `create_server` has run."""
+
+    def __init__(
+        self,
+        loop: asyncio.AbstractEventLoop,
+        factory: Callable[[], asyncio.Protocol],
+        sock: socket.socket,
+    ) -> None:
+        self.sock = sock
+        self.server: asyncio.AbstractServer | None = None
+        self.closed = False
+        self.started = loop.create_task(self._start(loop, factory))
+
+    async def _start(
+        self, loop: asyncio.AbstractEventLoop, factory: Callable[[], asyncio.Protocol]
+    ) -> None:
+        self.server = await loop.create_server(factory, sock=self.sock, backlog=BACKLOG)
+        if self.closed:  # closed before it started
+            self.server.close()
+
+    def close(self) -> None:
+        self.closed = True
+        if self.server is not None:
+            self.server.close()
+
+
+class Listeners:
+    def __init__(
+        self, loop: asyncio.AbstractEventLoop, factory: Callable[[], asyncio.Protocol]
+    ) -> None:
+        self._loop = loop
+        self._factory = factory
+        self._open: dict[tuple[str, int], list[_Listener]] = {}  # (address, port) ->
+        self.port = 0  # the port listened on (the ephemeral one chosen for port 0)
+
+    def listen(self, addresses: list[str], port: int) -> None:
+        """Listen on every address at `port` (0: one ephemeral port for all), then
+        stop listening anywhere else. Raises OSError, having changed nothing, when an
+        address that is not optional cannot be bound."""
+        kept: dict[tuple[str, int], list[_Listener]] = {}
+        fresh: dict[tuple[str, int], list[socket.socket]] = {}
+        try:
+            for address in addresses:
+                host = address.removeprefix("-")
+                if port and (host, port) in self._open:
+                    kept[(host, port)] = self._open[(host, port)]
+                    continue
+                try:
+                    socks = _bind(WILDCARDS.get(host, host), port)
+                except OSError as exc:
+                    if address.startswith("-") and exc.errno in MISSING_ADDRESS:
+                        continue
+                    raise
+                port = port or socks[0].getsockname()[1]
+                fresh[(host, port)] = socks
+        except BaseException:
+            for socks in fresh.values():
+                for sock in socks:
+                    sock.close()
+            raise
+        for key, listeners in self._open.items():
+            if key not in kept:
+                for listener in listeners:
+                    listener.close()
+        self._open = kept
+        for key, socks in fresh.items():
+            self._open[key] = [_Listener(self._loop, self._factory, sock) for sock in socks]
+        self.port = port
+
+    async def started(self) -> None:
+        """Wait until every listener accepts connections."""
+        await asyncio.gather(*(lst.started for group in self._open.values() for lst in group))
+
+    def close(self) -> None:
+        for listeners in self._open.values():
+            for listener in listeners:
+                listener.close()
+        self._open = {}
+
+
+def _bind(host: str, port: int) -> list[socket.socket]:
+    """Bound, listening sockets for every address `host` resolves to (as asyncio's
+    create_server binds them: SO_REUSEADDR, IPv6 sockets IPv6-only)."""
+    infos = socket.getaddrinfo(
+        host, port, type=socket.SOCK_STREAM, flags=socket.AI_PASSIVE
+    )
+    socks: list[socket.socket] = []
+    try:
+        for family, kind, proto, _, address in dict.fromkeys(infos):
+            if port:  # port 0: the others listen on the port the first one was given
+                address = (address[0], port, *address[2:])
+            sock = socket.socket(family, kind, proto)
+            socks.append(sock)
+            sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+            if family == socket.AF_INET6:
+                sock.setsockopt(socket.IPPROTO_IPV6, socket.IPV6_V6ONLY, 1)
+            sock.bind(address)
+            sock.listen(BACKLOG)
+            sock.setblocking(False)
+            port = port or sock.getsockname()[1]
+    except BaseException:
+        for sock in socks:
+            sock.close()
+        raise
+    return socks

@@ -1,0 +1,96 @@
+"""Figures INFO measures over time: instantaneous rates and latency percentiles.
+
+Both are measured as Redis 7.0 measures them. A rate (instantaneous_ops_per_sec,
+instantaneous_input_kbps, ...) is sampled every 100 ms: the counter's growth per
+second since the previous sample; the rate shown is the mean of the last 16 samples.
+A latency histogram (INFO latencystats) counts each command's durations in buckets
+of bounded relative width and answers percentiles with the highest value of the
+bucket that holds them, as Redis's HdrHistogram does.
+
+Recording is on the hot path: one `Histogram.record` per command (or per pipelined
+batch, with its count) is a few integer operations and one list increment.
+"""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:
+    from narad.commands.table import Command
+
+SAMPLE_INTERVAL_S = 0.1
+SAMPLES = 16
+
+# Bucket layout: values below 2**SUB_BITS nanoseconds are exact; above, each power of
+# two is split into 2**(SUB_BITS - 1) buckets, so a bucket is less than 1/64 (1.6%)
+# of its values wide (HdrHistogram's 2 significant digits in Redis: about 1%).
+SUB_BITS = 7
+HALF = 1 << (SUB_BITS - 1)
+LONGEST_NS = 1 << 40  # about 18 minutes; longer durations count in the last bucket
+BUCKETS = ((LONGEST_NS.bit_length() - SUB_BITS) << (SUB_BITS - 1)) + (1 << SUB_BITS)
+
+
+class Rate:
+    """One instantaneous_* figure: `sample(counter, now_s)` every SAMPLE_INTERVAL_S."""
+
+    __slots__ = ("_last", "_next", "_samples")
+
+    def __init__(self) -> None:
+        self._samples = [0.0] * SAMPLES
+        self._next = 0
+        self._last: tuple[int, float] | None = None
+
+    def sample(self, counter: int, now_s: float) -> None:
+        if self._last is not None:
+            count, at_s = self._last
+            elapsed = now_s - at_s
+            self._samples[self._next] = (counter - count) / elapsed if elapsed > 0 else 0.0
+            self._next = (self._next + 1) % SAMPLES
+        self._last = (counter, now_s)
+
+    @property
+    def per_second(self) -> float:
+        return sum(self._samples) / SAMPLES
+
+
+class Histogram:
+    """Durations in nanoseconds (see the bucket layout above)."""
+
+    __slots__ = ("counts", "total")
+
+    def __init__(self) -> None:
+        self.counts = [0] * BUCKETS
+        self.total = 0
+
+    def record(self, ns: int, count: int = 1) -> None:
+        shift = ns.bit_length() - SUB_BITS
+        index = ns if shift <= 0 else (shift << (SUB_BITS - 1)) + (ns >> shift)
+        self.counts[index if index < BUCKETS else BUCKETS - 1] += count
+        self.total += count
+
+    def percentile(self, percent: float) -> int:
+        """The highest value (ns) of the bucket holding the `percent`-th percentile,
+        as hdr_value_at_percentile computes it; 0 when nothing was recorded."""
+        wanted = max(int(percent / 100 * self.total + 0.5), 1)
+        seen = 0
+        for index, count in enumerate(self.counts):
+            seen += count
+            if seen >= wanted:
+                return _highest(index)
+        return 0
+
+
+def _highest(index: int) -> int:
+    if index < 1 << SUB_BITS:
+        return index
+    shift = (index >> (SUB_BITS - 1)) - 1
+    mantissa = index - (shift << (SUB_BITS - 1))
+    return ((mantissa + 1) << shift) - 1
+
+
+def track(cmd: Command, ns: int, count: int = 1) -> None:
+    """Record `count` calls of `cmd` that took `ns` nanoseconds each."""
+    histogram = cmd.latency
+    if histogram is None:
+        histogram = cmd.latency = Histogram()
+    histogram.record(ns, count)
