@@ -26,6 +26,7 @@ from narad.config import (
     MB,
     REWRITE_MARK,
     SETTINGS,
+    BadValue,
     BufferLimit,
     Config,
     ConfigError,
@@ -852,6 +853,28 @@ def test_on_change_not_called_when_set_fails() -> None:
     with pytest.raises(ConfigError):
         config.set([("port", "7000"), ("timeout", "x")])
     assert seen == []
+
+
+def test_a_value_that_cannot_be_applied_undoes_the_whole_set() -> None:
+    config = Config()
+    seen: list[tuple[str, object]] = []
+    config.on_change("timeout", lambda value: seen.append(("timeout", value)))
+
+    def listen(value: object) -> None:
+        seen.append(("port", value))
+        if value == 7000:
+            raise BadValue("Unable to listen on this port. Check server logs.")
+
+    config.on_change("port", listen)
+    with pytest.raises(ConfigError) as info:
+        config.set([("timeout", "5"), ("PORT", "7000"), ("maxclients", "9")])
+    assert str(info.value) == (
+        "CONFIG SET failed (possibly related to argument 'port') - "
+        "Unable to listen on this port. Check server logs."
+    )
+    # The old values are back, and what ran was run again with them.
+    assert (config["timeout"], config["port"], config["maxclients"]) == (0, 6379, 10000)
+    assert seen == [("timeout", 5), ("port", 7000), ("timeout", 0), ("port", 6379)]
 
 
 def test_on_change_unknown_name() -> None:
