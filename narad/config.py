@@ -692,9 +692,11 @@ SETTINGS: tuple[Setting, ...] = (
     Setting(
         "client-output-buffer-limit", BufferLimitKind(), DEFAULT_OUTPUT_BUFFER_LIMITS,
         "Per client class: <class> <hard> <soft> <soft-seconds>. A client whose pending"
-        " replies pass the hard limit, or stay past the soft one that long, is"
-        " disconnected; 0 turns a limit off. Unlike Redis (normal 0 0 0), Narad gives"
-        " normal clients a 1gb hard limit by default.", LIMITS,
+        " replies pass the hard limit, or stay past the soft one for longer than that"
+        " (checked once a second), is disconnected; 0 turns a limit off. Unlike Redis"
+        " (normal 0 0 0), Narad gives normal clients a 1gb hard limit by default. Every"
+        " Narad client is of class normal: the replica and pubsub limits are accepted"
+        " and reported for tools that set them.", LIMITS,
     ),
     Setting(
         "fsync", EnumKind(("everysec", "always", "no")), "always",

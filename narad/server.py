@@ -149,7 +149,11 @@ class Server:
     # -- settings applied at runtime (CONFIG SET; the others are read where used) ------
 
     def _set_output_limit(self, value: object) -> None:
-        self.output_limit_bytes = int(getattr(value, "normal_hard_bytes", 0))
+        normal = getattr(value, "normal", None)
+        self.output_limit_bytes = int(getattr(normal, "hard_bytes", 0))
+        self.output_soft_limit: tuple[int, int] = (
+            int(getattr(normal, "soft_bytes", 0)), int(getattr(normal, "soft_seconds", 0))
+        )
 
     def _set_slowlog_threshold(self, value: object) -> None:
         self.slowlog_threshold_us = int(value)  # type: ignore[call-overload]
@@ -507,6 +511,30 @@ class Server:
             for client in list(self.clients.values()):
                 if client.blocked is None and now - client.last_interaction_s > idle_max:
                     client.close()
+        if self.output_soft_limit[0]:
+            self._enforce_soft_output_limit()
+
+    def _enforce_soft_output_limit(self) -> None:
+        """client-output-buffer-limit's soft limit, as Redis applies it: a client
+        whose pending replies stay at or past `soft_bytes` for more than
+        `soft_seconds` is disconnected. Checked here, once a second."""
+        soft_bytes, soft_seconds = self.output_soft_limit
+        now = time.monotonic()
+        for client in list(self.clients.values()):
+            transport = client.transport
+            pending = len(client.out) + (
+                transport.get_write_buffer_size() if transport is not None else 0
+            )
+            if pending < soft_bytes:
+                client.soft_limit_since = None
+            elif client.soft_limit_since is None:
+                client.soft_limit_since = now
+            elif now - client.soft_limit_since > soft_seconds:
+                logger.warning("closing client %s: output buffer soft limit reached", client.addr)
+                client.out.clear()
+                client.closing = True
+                if transport is not None:
+                    transport.abort()
 
     def _sample(self) -> None:
         """Every metrics.SAMPLE_INTERVAL_S: a sample of each instantaneous_* rate."""
@@ -622,6 +650,7 @@ class Client(asyncio.Protocol):
         self.skip_next = False  # CLIENT REPLY SKIP was just called
         self.blocked: Block | None = None
         self.blocked_command: Command | None = None  # the command `blocked` belongs to
+        self.soft_limit_since: float | None = None  # output past the soft limit since
         self._block_timer: asyncio.TimerHandle | None = None
         self.closing = False
         self.created_s = time.time()

@@ -11,8 +11,8 @@ from pathlib import Path
 
 import pytest
 
-from tests.server.raw import Raw
-from tests.servers import NaradProcess, free_port
+from tests.server.raw import Raw, encode
+from tests.servers import NaradProcess, free_port, wait_until
 
 
 def _fields(text: bytes) -> dict[str, str]:
@@ -157,6 +157,15 @@ def test_config_set_protocol_limits_reach_open_connections(narad: NaradProcess) 
         assert conn.call("CONFIG", "SET", "proto-max-bulk-len", "1mb") == b"OK"
         other.send(b"*2\r\n$4\r\nECHO\r\n$1048577\r\n")
         assert other.read_all_until_closed() == b"-ERR Protocol error: invalid bulk length\r\n"
+
+
+def test_output_buffer_soft_limit_disconnects_a_slow_reader(narad: NaradProcess) -> None:
+    with Raw(narad.port) as conn, Raw(narad.port) as slow:
+        conn.call("XADD", "big", "*", "f", "x" * 100_000)
+        assert conn.call("CONFIG", "SET", "client-output-buffer-limit", "normal 0 256kb 1") == b"OK"
+        slow.send(encode(["XRANGE", "big", "-", "+"]) * 400)  # 40 MB of replies, never read
+        wait_until(lambda: _info(conn, "clients")["connected_clients"] == "1", timeout=20)
+        assert conn.call("PING") == b"PONG"
 
 
 def _keepalive_timer(server_port: int, client: socket.socket) -> tuple[int, int]:
