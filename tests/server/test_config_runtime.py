@@ -151,6 +151,27 @@ def test_config_set_segment_bytes_reaches_an_open_stream(narad: NaradProcess) ->
     assert len(list(data.glob("*.log"))) >= 3
 
 
+def _trimmed_after_node_size_change(port: int) -> int:
+    with Raw(port) as conn:
+        conn.call("DEL", "nodes")
+        for i in range(1, 11):
+            conn.call("XADD", "nodes", f"{i}-0", "f", "x")
+        old = conn.call("CONFIG", "GET", "stream-node-max-entries")[1]
+        conn.call("CONFIG", "SET", "stream-node-max-entries", 5)
+        try:
+            return int(conn.call("XTRIM", "nodes", "MAXLEN", "~", 3))
+        finally:
+            conn.call("CONFIG", "SET", "stream-node-max-entries", old)
+            conn.call("DEL", "nodes")
+
+
+def test_config_set_stream_node_max_entries_reaches_an_open_stream(narad: NaradProcess) -> None:
+    # Whole nodes of 5 go: the first, leaving 5 of 10. (Narad's nodes are offset
+    # ranges, so the new size applies to entries already there, as it would after a
+    # restart; Redis's nodes keep the size they were made with: docs/settings.md.)
+    assert _trimmed_after_node_size_change(narad.port) == 5
+
+
 def test_config_set_protocol_limits_reach_open_connections(narad: NaradProcess) -> None:
     with Raw(narad.port) as conn, Raw(narad.port) as other:
         assert other.call("PING") == b"PONG"
