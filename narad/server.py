@@ -38,7 +38,7 @@ from typing import TYPE_CHECKING, Any
 
 from narad import errors, metrics
 from narad.commands.table import LOOKUP, RUN_REPLY_BYTES_MAX, Block, Command, all_commands
-from narad.config import BadValue, Config
+from narad.config import BadValue, Config, OutputBufferLimits
 from narad.errors import CommandError
 from narad.listen import Listeners
 from narad.log import LogFailed
@@ -149,11 +149,9 @@ class Server:
     # -- settings applied at runtime (CONFIG SET; the others are read where used) ------
 
     def _set_output_limit(self, value: object) -> None:
-        normal = getattr(value, "normal", None)
-        self.output_limit_bytes = int(getattr(normal, "hard_bytes", 0))
-        self.output_soft_limit: tuple[int, int] = (
-            int(getattr(normal, "soft_bytes", 0)), int(getattr(normal, "soft_seconds", 0))
-        )
+        assert isinstance(value, OutputBufferLimits)
+        self.output_limit_bytes = value.normal.hard_bytes
+        self.normal_output_limit = value.normal
 
     def _set_slowlog_threshold(self, value: object) -> None:
         self.slowlog_threshold_us = int(value)  # type: ignore[call-overload]
@@ -511,14 +509,14 @@ class Server:
             for client in list(self.clients.values()):
                 if client.blocked is None and now - client.last_interaction_s > idle_max:
                     client.close()
-        if self.output_soft_limit[0]:
+        if self.normal_output_limit.soft_bytes:
             self._enforce_soft_output_limit()
 
     def _enforce_soft_output_limit(self) -> None:
         """client-output-buffer-limit's soft limit, as Redis applies it: a client
         whose pending replies stay at or past `soft_bytes` for more than
         `soft_seconds` is disconnected. Checked here, once a second."""
-        soft_bytes, soft_seconds = self.output_soft_limit
+        _, soft_bytes, soft_seconds = self.normal_output_limit
         now = time.monotonic()
         for client in list(self.clients.values()):
             transport = client.transport
@@ -530,11 +528,7 @@ class Server:
             elif client.soft_limit_since is None:
                 client.soft_limit_since = now
             elif now - client.soft_limit_since > soft_seconds:
-                logger.warning("closing client %s: output buffer soft limit reached", client.addr)
-                client.out.clear()
-                client.closing = True
-                if transport is not None:
-                    transport.abort()
+                client._over_output_limit()
 
     def _sample(self) -> None:
         """Every metrics.SAMPLE_INTERVAL_S: a sample of each instantaneous_* rate."""
