@@ -1001,7 +1001,7 @@ class Config:
         `name` (any name or alias), even if the value is the same. The callback puts
         the value in effect, or raises BadValue with the reason it cannot (see `set`).
         Every mutable setting has one, except those read afresh wherever they are
-        used; tests/test_config.py lists which."""
+        used (tests/test_config.py keeps the list, READ_WHERE_USED)."""
         setting = lookup(name)
         if setting is None:
             raise KeyError(name)

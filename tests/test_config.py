@@ -877,6 +877,28 @@ def test_a_value_that_cannot_be_applied_undoes_the_whole_set() -> None:
     assert seen == [("timeout", 5), ("port", 7000), ("timeout", 0), ("port", 6379)]
 
 
+# Mutable settings the server reads afresh each time it uses them, or that have no
+# effect to apply (docs/settings.md); every other mutable setting must be applied by
+# a callback when CONFIG SET changes it. loglevel is applied by narad/serve.py.
+READ_WHERE_USED = {
+    "protected-mode", "requirepass", "maxclients", "timeout", "tcp-keepalive",
+    "slowlog-max-len", "latency-tracking-info-percentiles",
+    "appendonly", "save", "stream-node-max-bytes", "min-replicas-to-ack", "replica-read-only",
+}
+
+
+def test_every_mutable_setting_is_applied_at_runtime_or_read_where_used() -> None:
+    import narad.commands  # noqa: F401 - fills the command table
+    from narad.server import Server
+
+    config = Config()
+    Server(config)
+    applied = set(config._callbacks) | {"loglevel"}
+    mutable = {s.name for s in SETTINGS if s.mutable}
+    assert applied <= mutable
+    assert mutable - applied == READ_WHERE_USED
+
+
 def test_on_change_unknown_name() -> None:
     with pytest.raises(KeyError):
         Config().on_change("maxmemory", print)
