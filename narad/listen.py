@@ -6,7 +6,8 @@ changes nothing (the old listeners stay) and clients already connected stay
 connected whatever happens. An address already listened to on the same port keeps
 its socket. Bind addresses are Redis's: `*` is every IPv4 address, `::*` every IPv6
 one, and a leading `-` makes an address optional (skipped when the machine does not
-have it).
+have it). Addresses are numeric, or `localhost`: no other name is looked up, since a
+DNS query would hold the event loop.
 
 Owned by the event loop thread.
 """
@@ -74,6 +75,8 @@ class Listeners:
                     continue
                 try:
                     socks = _bind(WILDCARDS.get(host, host), port)
+                except UnicodeError as exc:  # not a name getaddrinfo can even take
+                    raise OSError(errno.EINVAL, f"bad address {host!r}") from exc
                 except OSError as exc:
                     if address.startswith("-") and exc.errno in MISSING_ADDRESS:
                         continue
@@ -108,8 +111,9 @@ class Listeners:
 def _bind(host: str, port: int) -> list[socket.socket]:
     """Bound, listening sockets for every address `host` resolves to (as asyncio's
     create_server binds them: SO_REUSEADDR, IPv6 sockets IPv6-only)."""
+    numeric = 0 if host == "localhost" else socket.AI_NUMERICHOST
     infos = socket.getaddrinfo(
-        host, port, type=socket.SOCK_STREAM, flags=socket.AI_PASSIVE
+        host, port, type=socket.SOCK_STREAM, flags=socket.AI_PASSIVE | numeric
     )
     socks: list[socket.socket] = []
     try:

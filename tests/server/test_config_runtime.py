@@ -129,6 +129,9 @@ def test_config_set_bind_moves_the_listener(narad: NaradProcess) -> None:
             "Failed to bind to specified addresses.",
         )
         assert conn.call("CONFIG", "GET", "bind") == [b"bind", b"127.0.0.2 -192.0.2.1"]
+        # Names other than localhost are not looked up; bytes no name has are refused.
+        for bad in (b"example.com", b"\xff\xfe", b"a" * 300):
+            assert conn.call("CONFIG", "SET", "bind", bad) == reply
         assert _refused(narad.port, "127.0.0.1")
         assert conn.call("CONFIG", "SET", "bind", "127.0.0.1") == b"OK"
     with Raw(narad.port) as fresh:
