@@ -264,8 +264,10 @@ def _latencystats(s: Server) -> Fields:
         histogram = cmd.latency
         if histogram is None or not histogram.total:
             continue
+        values = histogram.percentiles(percentiles)
         shown = ",".join(
-            f"p{format_percentile(p)}={histogram.percentile(p) / 1000:.3f}" for p in percentiles
+            f"p{format_percentile(p)}={ns / 1000:.3f}"
+            for p, ns in zip(percentiles, values, strict=True)
         )
         out.append((f"latency_percentiles_usec_{cmd.name}", shown))
     return out

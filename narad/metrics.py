@@ -68,16 +68,23 @@ class Histogram:
         self.counts[index if index < BUCKETS else BUCKETS - 1] += count
         self.total += count
 
-    def percentile(self, percent: float) -> int:
-        """The highest value (ns) of the bucket holding the `percent`-th percentile,
-        as hdr_value_at_percentile computes it; 0 when nothing was recorded."""
-        wanted = max(int(percent / 100 * self.total + 0.5), 1)
+    def percentiles(self, wanted: tuple[float, ...]) -> list[int]:
+        """For each percent in `wanted`, the highest value (ns) of the bucket holding
+        that percentile, as hdr_value_at_percentile computes it; 0 when nothing was
+        recorded. One pass over the buckets, however many are wanted."""
+        targets = sorted((max(int(p / 100 * self.total + 0.5), 1), i) for i, p in enumerate(wanted))
+        out = [0] * len(wanted)
         seen = 0
+        pending = iter(targets)
+        target = next(pending, None)
         for index, count in enumerate(self.counts):
             seen += count
-            if seen >= wanted:
-                return _highest(index)
-        return 0
+            while target is not None and seen >= target[0]:
+                out[target[1]] = _highest(index)
+                target = next(pending, None)
+            if target is None:
+                break
+        return out
 
 
 def _highest(index: int) -> int:
