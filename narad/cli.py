@@ -162,8 +162,9 @@ def _check_locks(folders: list[Path], repair: bool) -> list[int] | None:
             continue
         try:
             taken.append(lock_folder(folder))
-        except FolderBusy as exc:
-            print(f"narad check: --repair refused: {exc}; stop it first", file=sys.stderr)
+        except (FolderBusy, OSError) as exc:
+            advice = "; stop it first" if isinstance(exc, FolderBusy) else ""
+            print(f"narad check: --repair refused: {exc}{advice}", file=sys.stderr)
             for fd in taken:
                 os.close(fd)
             return None

@@ -49,7 +49,7 @@ def holder(folder: Path) -> int | None:
     that very instant could find the folder busy.) A holder that wrote no ID is -1."""
     try:
         fd = os.open(folder / LOCK_NAME, os.O_RDONLY)
-    except FileNotFoundError:
+    except OSError:  # gone, or not ours to read: nothing to say about it
         return None
     try:
         try:
