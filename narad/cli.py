@@ -2,7 +2,7 @@
 
 Owns: parsing arguments, and turning what the tools return into lines on stdout
 (progress and errors on stderr) and an exit code: 0 success, 1 problems found or the
-command failed, 2 usage errors (argparse's own code).
+command failed, 2 usage errors (argparse's own code) and nothing to work on.
 
 Never: holds logic that a server or a test would need (that lives in the modules the
 subcommands call), or opens a log through Log.open: `check` and `dump` read the files
