@@ -231,14 +231,16 @@ def test_pidfile_written_while_serving_and_removed_at_exit(tmp_path: Path) -> No
     conf = tmp_path / "narad.conf"
     conf.write_text(f"pidfile {pidfile}\n")
     server = NaradProcess(tmp_path / "n", ["--config", str(conf)]).start()
-    assert server.proc is not None
-    assert pidfile.read_text() == f"{server.proc.pid}\n"
-    # A second server refused the data dir leaves the first one's pidfile alone.
-    second = NaradProcess(tmp_path / "n", ["--config", str(conf)])
-    with pytest.raises(RuntimeError, match="in use by process"):
-        second.start()
-    assert pidfile.read_text() == f"{server.proc.pid}\n"
-    assert server.stop() == 0
+    try:
+        assert server.proc is not None
+        assert pidfile.read_text() == f"{server.proc.pid}\n"
+        # A second server refused the data dir leaves the first one's pidfile alone.
+        second = NaradProcess(tmp_path / "n", ["--config", str(conf)])
+        with pytest.raises(RuntimeError, match="in use by process"):
+            second.start()
+        assert pidfile.read_text() == f"{server.proc.pid}\n"
+    finally:
+        assert server.stop() == 0
     assert not pidfile.exists()
 
 
