@@ -26,9 +26,11 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import faulthandler
 import logging
 import os
 import signal
+import sys
 import time
 from collections import Counter, deque
 from collections.abc import Callable, Hashable
@@ -59,7 +61,14 @@ logger = logging.getLogger("narad.server")
 # Commands a client in MULTI runs at once instead of queueing.
 MULTI_IMMEDIATE = frozenset({b"exec", b"discard", b"multi", b"watch", b"quit", b"reset"})
 QUEUED = object()  # the reply marker for a queued command
+# Lines of an HTTP request, read as inline commands: a web page that posts to a local
+# port can make a browser send Redis commands in the body (cross-protocol scripting).
+# The connection is closed at such a line and nothing after it runs, as Redis 7.0 does.
+CROSS_PROTOCOL = frozenset({b"post", b"host:"})
+CROSS_PROTOCOL_LOG_INTERVAL_S = 60.0  # at most one log line this often, as in Redis
+INTERNAL_ERROR_TEXT_MAX = 256  # characters of an unexpected exception's text in its reply
 CRON_INTERVAL_S = 1.0
+STOP_SIGNALS = (signal.SIGTERM, signal.SIGINT)
 NO_REPLY = object()  # a handler's answer when nothing is to be sent (CLIENT REPLY OFF)
 
 
@@ -110,6 +119,8 @@ class Server:
         self._flush_scheduled = False
         self.deferred: DeferredAdds | None = None  # entries held back until `settle`
         self._next_client_id = 1
+        self._cross_protocol_logged_s = -CROSS_PROTOCOL_LOG_INTERVAL_S
+        self._cross_protocol_unlogged = 0  # attacks since the last log line
         self.loop: asyncio.AbstractEventLoop | None = None
         self.shutdown_requested: asyncio.Event | None = None
         self.run_id = os.urandom(20).hex()
@@ -141,9 +152,17 @@ class Server:
         if self.deferred is not None:
             self.settle()
         queues = self.queues
+        # The commit below must run whatever happens while serving: replies of every
+        # client wait on it.
         if queues.to_serve or queues.subscribed:
-            queues.serve()
-        self.serve_signaled()
+            try:
+                queues.serve()
+            except Exception as exc:
+                self.unexpected(exc, "queue consumers", "serving")
+        try:
+            self.serve_signaled()
+        except Exception as exc:
+            self.unexpected(exc, "blocked clients", "serving")
         if self.deferred is not None:  # taken by the clients just served
             self.settle()
         # Every entry taken before this point is added and its client registered:
@@ -255,6 +274,9 @@ class Server:
     def _execute_checked(self, client: Client, argv: list[bytes], cmd: Command | None) -> None:
         """The general path: unknown commands, subcommands, checks, MULTI queueing."""
         name = argv[0].lower()
+        if name in CROSS_PROTOCOL:
+            self._cross_protocol(client, argv[0])
+            return
         queueing = client.multi is not None and name not in MULTI_IMMEDIATE
         try:
             if cmd is None:
@@ -287,6 +309,43 @@ class Server:
         except CommandError as exc:
             client.reply_error(exc)
 
+    def _cross_protocol(self, client: Client, name: bytes) -> None:
+        """An HTTP line arrived as a command: drop the connection and everything it
+        sent after the line (queued, pipelined or in MULTI) unrun and unanswered."""
+        client.queue.clear()
+        client.multi = None
+        client.out.clear()
+        client.close()
+        now = time.monotonic()
+        self._cross_protocol_unlogged += 1
+        if now - self._cross_protocol_logged_s >= CROSS_PROTOCOL_LOG_INTERVAL_S:
+            logger.warning(
+                "event=cross_protocol_attack client=%s line=%r attacks=%d action=closed"
+                " (an HTTP request sent to the Redis port, as a web page can make a"
+                " browser do; logged at most once a minute)",
+                client.addr,
+                name[:16].decode("ascii", "replace"),
+                self._cross_protocol_unlogged,
+            )
+            self._cross_protocol_logged_s = now
+            self._cross_protocol_unlogged = 0
+
+    def unexpected(self, exc: Exception, command: str, during: str = "running") -> CommandError:
+        """An exception no code path expected (a bug) while `during` `command`: one
+        log line, the traceback only at `loglevel debug`, and the error reply that
+        stands for it (the connection lives on)."""
+        kind = type(exc).__name__
+        text = str(exc)[:INTERNAL_ERROR_TEXT_MAX]
+        logger.error(
+            "event=internal_error command=%s during=%s exception=%s text=%r",
+            command,
+            during,
+            kind,
+            text,
+        )
+        logger.debug("traceback of the internal error in %s", command, exc_info=exc)
+        return CommandError(f"internal error {during} '{command}': {kind}: {text}")
+
     def _check(self, client: Client, cmd: Command, argv: list[bytes]) -> None:
         if cmd.handler is None:  # a container called without or with an unknown subcommand
             if len(argv) < 2:
@@ -310,6 +369,9 @@ class Server:
         except LogFailed as exc:
             cmd.failed += 1
             raise CommandError(str(exc), "IOERR") from None
+        except Exception as exc:
+            cmd.failed += 1
+            raise self.unexpected(exc, cmd.name) from None
         finally:
             usec = (time.perf_counter_ns() - start) // 1000
             cmd.calls += 1
@@ -447,6 +509,22 @@ class Server:
         if self.shutdown_requested is not None:
             self.shutdown_requested.set()
 
+    def _stop_signal(self, signum: int, frame: object) -> None:
+        """SIGTERM or SIGINT. Python runs this in the main thread at its next check for
+        signals, which comes even while a request holds the event loop in a long call
+        that checks (a sleep, a regex match, a wait on I/O). It asks the loop for the
+        graceful stop and arms a deadline on a thread of its own that needs no
+        interpreter lock: if the stop has not finished within `shutdown-timeout`, that
+        thread dumps every thread's stack to the log and exits the process with
+        status 1 (what is committed stays, as after kill -9)."""
+        timeout = int(self.config["shutdown-timeout"])  # type: ignore[call-overload]
+        logger.warning(
+            "event=stop_requested signal=%s deadline_s=%d", signal.Signals(signum).name, timeout
+        )
+        faulthandler.dump_traceback_later(timeout, exit=True, file=_log_stream())
+        assert self.loop is not None
+        self.loop.call_soon_threadsafe(self.request_shutdown)
+
     async def serve(self, ready: Callable[[int], None] | None = None) -> None:
         """Open the store, listen, and run until SIGTERM, SIGINT or SHUTDOWN."""
         self.loop = asyncio.get_running_loop()
@@ -465,8 +543,7 @@ class Server:
             if port == 0:  # an ephemeral port: every address listens on the first one's
                 port = servers[0].sockets[0].getsockname()[1]
         self.tcp_port = port
-        for sig in (signal.SIGTERM, signal.SIGINT):
-            self.loop.add_signal_handler(sig, self.request_shutdown)
+        previous = {sig: signal.signal(sig, self._stop_signal) for sig in STOP_SIGNALS}
         self._cron_handle = self.loop.call_later(CRON_INTERVAL_S, self._cron)
         logger.info("ready to accept connections on port %d", port)
         if ready is not None:
@@ -475,15 +552,26 @@ class Server:
             await self.shutdown_requested.wait()
         finally:
             self._cron_handle.cancel()
-            for sig in (signal.SIGTERM, signal.SIGINT):
-                self.loop.remove_signal_handler(sig)
+            for sig, handler in previous.items():
+                signal.signal(sig, handler)
             for srv in servers:
                 srv.close()
             self._flush()
             for client in list(self.clients.values()):
                 client.close()
             self.store.close()
+            faulthandler.cancel_dump_traceback_later()  # the stop finished in time
             logger.info("stopped")
+
+
+def _log_stream() -> Any:
+    """The open file the server logs to, for the stack dump of a stop past its
+    deadline (standard error when the log has no file of its own)."""
+    for handler in logging.getLogger("narad").handlers:
+        stream = getattr(handler, "stream", None)
+        if stream is not None and hasattr(stream, "fileno"):
+            return stream
+    return sys.stderr
 
 
 def _redacted(argv: list[bytes]) -> list[bytes]:
@@ -649,7 +737,11 @@ class Client(asyncio.Protocol):
 
     def _execute(self, argv: list[bytes]) -> None:
         """Run one command; a CLIENT REPLY SKIP it set applies to the next one."""
-        self.server.execute(self, argv)
+        try:
+            self.server.execute(self, argv)
+        except Exception as exc:  # outside the handler (which `call` guards): a bug
+            name = argv[0][:64].decode("utf-8", "replace").lower()
+            self.reply_error(self.server.unexpected(exc, name, "dispatching"))
         if self.skip_current or self.skip_next:
             self.skip_current, self.skip_next = self.skip_next, False
 
@@ -679,7 +771,15 @@ class Client(asyncio.Protocol):
         elif value is QUEUED:
             out += b"+QUEUED\r\n"
         else:
-            encode_into(out, value, self.protocol)
+            mark = len(out)
+            try:
+                encode_into(out, value, self.protocol)
+            except Exception as exc:  # a value the encoder refuses: a bug
+                del out[mark:]
+                error = self.server.unexpected(exc, self.last_command, "encoding the reply of")
+                self.server.stats.error_replies += 1
+                self.server.stats.errors[error.code] += 1
+                out += ErrorReply(error.code, error.message).frame
         limit = self.server.output_limit_bytes
         if limit and len(out) > limit:
             self._over_output_limit()
@@ -714,7 +814,13 @@ class Client(asyncio.Protocol):
         """Out-of-band data (push frames, MONITOR lines): never suppressed."""
         if not self.out:
             self.server.wants_send(self)
-        encode_into(self.out, value, self.protocol)
+        out = self.out
+        mark = len(out)
+        try:
+            encode_into(out, value, self.protocol)
+        except Exception as exc:  # a value the encoder refuses: a bug; the frame is dropped
+            del out[mark:]
+            self.server.unexpected(exc, self.last_command, "encoding a push frame of")
 
     def send(self) -> None:
         """Hand the output buffer to the socket (after the commit barrier)."""
@@ -798,7 +904,9 @@ class Client(asyncio.Protocol):
         assert block is not None
         try:
             reply = block.retry(key)
-        except CommandError as exc:
+        except Exception as exc:
+            if not isinstance(exc, CommandError):
+                exc = self.server.unexpected(exc, self.last_command, "retrying the blocked")
             self.unblock()
             self.reply_error(exc)
             self.run_queued()

@@ -453,6 +453,7 @@ def test_get_renders_like_redis() -> None:
         "daemonize": "no",
         "pidfile": "",
         "enable-debug-command": "no",
+        "shutdown-timeout": "10",
         "proto-max-bulk-len": "536870912",
         "client-query-buffer-limit": "1073741824",
         "client-output-buffer-limit":
