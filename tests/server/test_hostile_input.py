@@ -35,6 +35,7 @@ from hypothesis import strategies as st
 
 import narad.commands  # noqa: F401 - fills the command table
 from narad.commands.table import Command, all_commands
+from narad.config import SETTINGS
 from tests.server.raw import Raw
 from tests.servers import ROOT, NaradProcess, wait_until
 
@@ -143,13 +144,20 @@ VALUES = st.one_of(
     st.sampled_from(JSON_TEXT), st.sampled_from([*IDS, *BAD_TEXT, b"payload", b"f", LONG])
 )
 OPTION_PAIRS = st.lists(st.tuples(st.sampled_from(OPTIONS), st.sampled_from(NUMBERS)), max_size=3)
+SETTING_NAMES = sorted(
+    n.encode() for s in SETTINGS for n in s.names() if n.encode() not in CONFIG_SET_EXCLUDED
+)
+SETTING_VALUES = [b"yes", b"no", b"1mb", b"100", b"normal 0 0 0", b"900 1", b"local", b"\xff"]
 KNOWN_KEYS = st.sampled_from([STREAM, QUEUE, SCHEMA_QUEUE])
 
 
 @st.composite
 def hostile_call(draw: st.DrawFn, cmd: Command) -> list[bytes]:
     head = argv_head(cmd)
-    shape = draw(st.sampled_from(["atoms", "key value options", "key options value"]))
+    if cmd.name == "config|set" and draw(st.booleans()):  # real settings, bad values too
+        setting = draw(st.sampled_from(SETTING_NAMES))
+        return [*head, setting, draw(st.sampled_from([*NUMBERS, *SETTING_VALUES]))]
+    shape = draw(st.sampled_from(["atoms", "key value", "key value options", "key options value"]))
     if shape == "atoms":  # any arity, right or wrong, of anything
         least = abs(cmd.arity) - len(head)  # arguments after the name (and subcommand)
         exact = cmd.arity >= 0
@@ -169,7 +177,9 @@ def hostile_call(draw: st.DrawFn, cmd: Command) -> list[bytes]:
     # a payload) and options with numbers at and past their bounds, in either order.
     key, value = draw(KNOWN_KEYS), draw(VALUES)
     options = [part for pair in draw(OPTION_PAIRS) for part in pair]
-    tail = [value, *options] if shape == "key value options" else [*options, value]
+    if shape == "key value":
+        options = []
+    tail = [value, *options] if shape != "key options value" else [*options, value]
     return [*head, key, *tail]
 
 
@@ -324,6 +334,44 @@ def test_hostile_input(run: Run, name: str, data: st.DataObject) -> None:
     run.example(argv)
 
 
+SCHEMAS = [
+    *JSON_TEXT,
+    b'{"type":"object","properties":{"n":{"type":"number","minimum":-1e308}}}',
+    b'{"type":"object","additionalProperties":false}',
+    b'{"type":"object","properties":{"a":{"type":"string","maxLength":1}}}',
+    b'{"type":"object","properties":{"a":{"type":"string","pattern":"^a$"}}}',
+    b'{"$ref":"http://example.com/schema"}',
+    b"true",
+    b"false",
+]
+SCHEMA_OPTIONS = [b"COMPAT", b"FIELD", b"NONE", b"BACKWARD", b"FORWARD", b"FULL", b"payload"]
+
+
+@st.composite
+def setting_or_schema(draw: st.DrawFn) -> list[bytes]:
+    """CONFIG SET of a real setting, Q.SCHEMA SET of a real schema: the calls whose
+    accepted results the restart test then checks."""
+    if draw(st.booleans()):
+        values = [*NUMBERS, *SETTING_VALUES, *BAD_TEXT]
+        setting, value = draw(st.sampled_from(SETTING_NAMES)), draw(st.sampled_from(values))
+        return [b"config", b"set", setting, value]
+    options = draw(st.lists(st.sampled_from([*SCHEMA_OPTIONS, *BAD_TEXT]), max_size=2))
+    return [b"q.schema", b"set", draw(KNOWN_KEYS), draw(st.sampled_from(SCHEMAS)), *options]
+
+
+@settings(
+    max_examples=200,
+    derandomize=True,
+    deadline=None,
+    database=None,
+    suppress_health_check=list(HealthCheck),
+)
+@given(argv=setting_or_schema())
+def test_hostile_settings_and_schemas(run: Run, argv: list[bytes]) -> None:
+    assume(known_bug(argv) is None)
+    run.example(argv)
+
+
 def test_the_data_dir_survives_the_hostile_examples(run: Run) -> None:
     """Runs after test_hostile_input (same module, in order): kill -9 and a clean stop
     both start again with every accepted schema and setting in force, and `narad
@@ -331,6 +379,7 @@ def test_the_data_dir_survives_the_hostile_examples(run: Run) -> None:
     with Raw(run.server.port) as raw:
         assert raw.call("CONFIG", "REWRITE") == b"OK"
     expected = run.state()
+    assert run.settings and run.schemas  # the examples got some accepted
     run.close_connections()
     run.server.kill()
     run.start()
