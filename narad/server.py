@@ -486,12 +486,15 @@ class Server:
         """Once a second: store upkeep, and idle clients past `timeout` closed."""
         assert self.loop is not None
         self._cron_handle = self.loop.call_later(CRON_INTERVAL_S, self._cron)
-        self.settle()
         try:
-            self.store.maintain()
-        except LogFailed as exc:
-            logger.error("store upkeep failed: %s", exc)
-        self.queues.tick()
+            self.settle()
+            try:
+                self.store.maintain()
+            except LogFailed as exc:
+                logger.error("store upkeep failed: %s", exc)
+            self.queues.tick()
+        except Exception as exc:  # the commit below still runs, and so does the next upkeep
+            self.unexpected(exc, "upkeep")
         self.schedule_flush()  # trim ops written by retention are committed as usual
         idle_max = int(self.config["timeout"])  # type: ignore[call-overload]
         if idle_max:

@@ -299,6 +299,23 @@ def test_an_unexpected_exception_answers_an_error_and_the_connection_lives(
         server.stop()
 
 
+def test_an_unexpected_exception_in_exec_fails_that_command_only(
+    shared_narad: NaradProcess,
+) -> None:
+    with Raw(shared_narad.port) as raw:
+        assert raw.call("MULTI") == b"OK"
+        for args in (
+            ("Q.CREATE", "in-multi"),
+            ("Q.SCHEMA", "SET", "in-multi", '{"type":"object"}', "FIELD", b"\xff"),
+            ("PING",),
+        ):
+            assert raw.call(*args) == b"QUEUED"
+        created, failed, pong = raw.call("EXEC")
+        assert (created, pong) == (b"OK", b"PONG")
+        assert isinstance(failed, tuple) and failed[0] == "error"
+        assert raw.call("PING") == b"PONG"
+
+
 def test_an_error_text_with_a_lone_surrogate_is_sent(shared_narad: NaradProcess) -> None:
     """An error reply that quotes a property named "\\ud800" (INCOMPATIBLE, or a refusal
     of the text) reaches the client as one error line; it closed the connection with
