@@ -779,10 +779,10 @@ class Client(asyncio.Protocol):
                 encode_into(out, value, self.protocol)
             except Exception as exc:  # a value the encoder refuses: a bug
                 del out[mark:]
-                error = self.server.unexpected(exc, self.last_command, "encoding the reply of")
-                self.server.stats.error_replies += 1
-                self.server.stats.errors[error.code] += 1
-                out += ErrorReply(error.code, error.message).frame
+                self.reply_error(
+                    self.server.unexpected(exc, self.last_command, "encoding the reply of")
+                )
+                return
         limit = self.server.output_limit_bytes
         if limit and len(out) > limit:
             self._over_output_limit()

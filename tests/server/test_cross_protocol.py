@@ -14,7 +14,7 @@ import pytest
 
 from tests.conftest import PASSWORD
 from tests.server.raw import Raw, encode
-from tests.servers import NaradProcess
+from tests.servers import NaradProcess, RedisProcess
 
 EVENT = "event=cross_protocol_attack"
 
@@ -108,3 +108,11 @@ def test_repeated_attacks_log_one_line_a_minute(server: NaradProcess) -> None:
     assert events(server) == 1
     with server.client() as watcher:
         assert watcher.ping()
+
+
+def test_redis_does_the_same(server: NaradProcess, redis_server: RedisProcess) -> None:
+    body = b"XADD pwned * f v\r\n"
+    for port in (server.port, redis_server.port):
+        assert send_and_drain(port, http_post(body)) == b""
+    with server.client() as mine, redis_server.client() as theirs:
+        assert mine.exists("pwned") == theirs.exists("pwned") == 0
