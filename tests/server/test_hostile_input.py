@@ -107,7 +107,7 @@ OPTIONS = [
     b"DLQ", b"RETENTION", b"MAXBYTES", b"PREFETCH", b"FROM", b"EARLIEST", b"LATEST", b"TO",
     b"COMPAT", b"FIELD", b"MATCH", b"TYPE", b"GET", b"SET", b"~", b"=", b"GROUP", b"AUTH",
     b"SETNAME", b"ON", b"OFF", b"SKIP", b"ASYNC", b"SYNC", b"NONE", b"BACKWARD", b"FORWARD",
-    b"FULL", b"WITHSCORES", b"ALL",
+    b"WITHSCORES", b"ALL",
 ]
 KEYS = [STREAM, QUEUE, SCHEMA_QUEUE, b"hostile:new", b"../escape", b"", b"x" * 600]
 
