@@ -682,6 +682,11 @@ SETTINGS: tuple[Setting, ...] = (
         mutable=False,
     ),
     Setting(
+        "shutdown-timeout", IntKind(1, INT_MAX), 10,
+        "Seconds a stop (SIGTERM, SIGINT) may take: past them the process exits at once,"
+        " as kill -9 would, even if a request holds the event loop.", SERVER,
+    ),
+    Setting(
         "proto-max-bulk-len", MemoryKind(MB, LLONG_MAX), 512 * MB,
         "Largest bulk string a client may send.", LIMITS,
     ),

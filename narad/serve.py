@@ -35,6 +35,7 @@ FLAGS = (
     "retention-ms",
     "retention-bytes",
     "enable-debug-command",
+    "shutdown-timeout",
 )
 LOG_LEVELS = {
     "debug": logging.DEBUG,

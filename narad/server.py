@@ -26,10 +26,12 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import faulthandler
 import logging
 import os
 import signal
 import socket
+import sys
 import time
 from collections import Counter, deque
 from collections.abc import Callable, Hashable
@@ -61,7 +63,14 @@ logger = logging.getLogger("narad.server")
 # Commands a client in MULTI runs at once instead of queueing.
 MULTI_IMMEDIATE = frozenset({b"exec", b"discard", b"multi", b"watch", b"quit", b"reset"})
 QUEUED = object()  # the reply marker for a queued command
+# Lines of an HTTP request, read as inline commands: a web page that posts to a local
+# port can make a browser send Redis commands in the body (cross-protocol scripting).
+# The connection is closed at such a line and nothing after it runs, as Redis 7.0 does.
+CROSS_PROTOCOL = frozenset({b"post", b"host:"})
+CROSS_PROTOCOL_LOG_INTERVAL_S = 60.0  # at most one log line this often, as in Redis
+INTERNAL_ERROR_TEXT_MAX = 256  # characters of an unexpected exception's text in its reply
 CRON_INTERVAL_S = 1.0
+STOP_SIGNALS = (signal.SIGTERM, signal.SIGINT)
 NO_REPLY = object()  # a handler's answer when nothing is to be sent (CLIENT REPLY OFF)
 
 
@@ -124,6 +133,8 @@ class Server:
         self._flush_scheduled = False
         self.deferred: DeferredAdds | None = None  # entries held back until `settle`
         self._next_client_id = 1
+        self._cross_protocol_logged_s = -CROSS_PROTOCOL_LOG_INTERVAL_S
+        self._cross_protocol_unlogged = 0  # attacks since the last log line
         self.loop: asyncio.AbstractEventLoop | None = None
         self.shutdown_requested: asyncio.Event | None = None
         self.run_id = os.urandom(20).hex()
@@ -207,9 +218,17 @@ class Server:
         if self.deferred is not None:
             self.settle()
         queues = self.queues
+        # The commit below must run whatever happens while serving: replies of every
+        # client wait on it.
         if queues.to_serve or queues.subscribed:
-            queues.serve()
-        self.serve_signaled()
+            try:
+                queues.serve()
+            except Exception as exc:
+                self.unexpected(exc, "queue consumers", "serving")
+        try:
+            self.serve_signaled()
+        except Exception as exc:
+            self.unexpected(exc, "blocked clients", "serving")
         if self.deferred is not None:  # taken by the clients just served
             self.settle()
         # Every entry taken before this point is added and its client registered:
@@ -324,6 +343,9 @@ class Server:
     def _execute_checked(self, client: Client, argv: list[bytes], cmd: Command | None) -> None:
         """The general path: unknown commands, subcommands, checks, MULTI queueing."""
         name = argv[0].lower()
+        if name in CROSS_PROTOCOL:
+            self._cross_protocol(client, argv[0])
+            return
         queueing = client.multi is not None and name not in MULTI_IMMEDIATE
         try:
             if cmd is None:
@@ -356,6 +378,43 @@ class Server:
         except CommandError as exc:
             client.reply_error(exc)
 
+    def _cross_protocol(self, client: Client, name: bytes) -> None:
+        """An HTTP line arrived as a command: drop the connection and everything it
+        sent after the line (queued, pipelined or in MULTI) unrun and unanswered."""
+        client.queue.clear()
+        client.multi = None
+        client.out.clear()
+        client.close()
+        now = time.monotonic()
+        self._cross_protocol_unlogged += 1
+        if now - self._cross_protocol_logged_s >= CROSS_PROTOCOL_LOG_INTERVAL_S:
+            logger.warning(
+                "event=cross_protocol_attack client=%s line=%r attacks=%d action=closed"
+                " (an HTTP request sent to the Redis port, as a web page can make a"
+                " browser do; logged at most once a minute)",
+                client.addr,
+                name[:16].decode("ascii", "replace"),
+                self._cross_protocol_unlogged,
+            )
+            self._cross_protocol_logged_s = now
+            self._cross_protocol_unlogged = 0
+
+    def unexpected(self, exc: Exception, command: str, during: str = "running") -> CommandError:
+        """An exception no code path expected (a bug) while `during` `command`: one
+        log line, the traceback only at `loglevel debug`, and the error reply that
+        stands for it (the connection lives on)."""
+        kind = type(exc).__name__
+        text = str(exc)[:INTERNAL_ERROR_TEXT_MAX]
+        logger.error(
+            "event=internal_error command=%s during=%s exception=%s text=%r",
+            command,
+            during,
+            kind,
+            text,
+        )
+        logger.debug("traceback of the internal error in %s", command, exc_info=exc)
+        return CommandError(f"internal error {during} '{command}': {kind}: {text}")
+
     def _check(self, client: Client, cmd: Command, argv: list[bytes]) -> None:
         if cmd.handler is None:  # a container called without or with an unknown subcommand
             if len(argv) < 2:
@@ -379,6 +438,9 @@ class Server:
         except LogFailed as exc:
             cmd.failed += 1
             raise CommandError(str(exc), "IOERR") from None
+        except Exception as exc:
+            cmd.failed += 1
+            raise self.unexpected(exc, cmd.name) from None
         finally:
             ns = time.perf_counter_ns() - start
             usec = ns // 1000
@@ -496,12 +558,15 @@ class Server:
         """Once a second: store upkeep, and idle clients past `timeout` closed."""
         assert self.loop is not None
         self._cron_handle = self.loop.call_later(CRON_INTERVAL_S, self._cron)
-        self.settle()
         try:
-            self.store.maintain()
-        except LogFailed as exc:
-            logger.error("store upkeep failed: %s", exc)
-        self.queues.tick()
+            self.settle()
+            try:
+                self.store.maintain()
+            except LogFailed as exc:
+                logger.error("store upkeep failed: %s", exc)
+            self.queues.tick()
+        except Exception as exc:  # the commit below still runs, and so does the next upkeep
+            self.unexpected(exc, "upkeep")
         self.schedule_flush()  # trim ops written by retention are committed as usual
         idle_max = int(self.config["timeout"])  # type: ignore[call-overload]
         if idle_max:
@@ -545,6 +610,22 @@ class Server:
         if self.shutdown_requested is not None:
             self.shutdown_requested.set()
 
+    def _stop_signal(self, signum: int, frame: object) -> None:
+        """SIGTERM or SIGINT. Python runs this in the main thread at its next check for
+        signals, which comes even while a request holds the event loop in a long call
+        that checks (a sleep, a regex match, a wait on I/O). It asks the loop for the
+        graceful stop and arms a deadline on a thread of its own that needs no
+        interpreter lock: if the stop has not finished within `shutdown-timeout`, that
+        thread dumps every thread's stack to the log and exits the process with
+        status 1 (what is committed stays, as after kill -9)."""
+        timeout = int(self.config["shutdown-timeout"])  # type: ignore[call-overload]
+        logger.warning(
+            "event=stop_requested signal=%s deadline_s=%d", signal.Signals(signum).name, timeout
+        )
+        faulthandler.dump_traceback_later(timeout, exit=True, file=_log_stream())
+        assert self.loop is not None
+        self.loop.call_soon_threadsafe(self.request_shutdown)
+
     async def serve(self, ready: Callable[[int], None] | None = None) -> None:
         """Open the store, listen, and run until SIGTERM, SIGINT or SHUTDOWN."""
         self.loop = asyncio.get_running_loop()
@@ -557,8 +638,7 @@ class Server:
         )
         await self.listeners.started()
         port = self.tcp_port = self.listeners.port
-        for sig in (signal.SIGTERM, signal.SIGINT):
-            self.loop.add_signal_handler(sig, self.request_shutdown)
+        previous = {sig: signal.signal(sig, self._stop_signal) for sig in STOP_SIGNALS}
         self._cron_handle = self.loop.call_later(CRON_INTERVAL_S, self._cron)
         self._sample_handle = self.loop.call_later(metrics.SAMPLE_INTERVAL_S, self._sample)
         logger.info("ready to accept connections on port %d", port)
@@ -569,14 +649,25 @@ class Server:
         finally:
             self._cron_handle.cancel()
             self._sample_handle.cancel()
-            for sig in (signal.SIGTERM, signal.SIGINT):
-                self.loop.remove_signal_handler(sig)
+            for sig, handler in previous.items():
+                signal.signal(sig, handler)
             self.listeners.close()
             self._flush()
             for client in list(self.clients.values()):
                 client.close()
             self.store.close()
+            faulthandler.cancel_dump_traceback_later()  # the stop finished in time
             logger.info("stopped")
+
+
+def _log_stream() -> Any:
+    """The open file the server logs to, for the stack dump of a stop past its
+    deadline (standard error when the log has no file of its own)."""
+    for handler in logging.getLogger("narad").handlers:
+        stream = getattr(handler, "stream", None)
+        if stream is not None and hasattr(stream, "fileno"):
+            return stream
+    return sys.stderr
 
 
 def _redacted(argv: list[bytes]) -> list[bytes]:
@@ -749,7 +840,11 @@ class Client(asyncio.Protocol):
 
     def _execute(self, argv: list[bytes]) -> None:
         """Run one command; a CLIENT REPLY SKIP it set applies to the next one."""
-        self.server.execute(self, argv)
+        try:
+            self.server.execute(self, argv)
+        except Exception as exc:  # outside the handler (which `call` guards): a bug
+            name = argv[0][:64].decode("utf-8", "replace").lower()
+            self.reply_error(self.server.unexpected(exc, name, "dispatching"))
         if self.skip_current or self.skip_next:
             self.skip_current, self.skip_next = self.skip_next, False
 
@@ -779,7 +874,15 @@ class Client(asyncio.Protocol):
         elif value is QUEUED:
             out += b"+QUEUED\r\n"
         else:
-            encode_into(out, value, self.protocol)
+            mark = len(out)
+            try:
+                encode_into(out, value, self.protocol)
+            except Exception as exc:  # a value the encoder refuses: a bug
+                del out[mark:]
+                self.reply_error(
+                    self.server.unexpected(exc, self.last_command, "encoding the reply of")
+                )
+                return
         limit = self.server.output_limit_bytes
         if limit and len(out) > limit:
             self._over_output_limit()
@@ -814,7 +917,13 @@ class Client(asyncio.Protocol):
         """Out-of-band data (push frames, MONITOR lines): never suppressed."""
         if not self.out:
             self.server.wants_send(self)
-        encode_into(self.out, value, self.protocol)
+        out = self.out
+        mark = len(out)
+        try:
+            encode_into(out, value, self.protocol)
+        except Exception as exc:  # a value the encoder refuses: a bug; the frame is dropped
+            del out[mark:]
+            self.server.unexpected(exc, self.last_command, "encoding a push frame of")
 
     def send(self) -> None:
         """Hand the output buffer to the socket (after the commit barrier)."""
@@ -901,7 +1010,9 @@ class Client(asyncio.Protocol):
         assert block is not None
         try:
             reply = block.retry(key)
-        except CommandError as exc:
+        except Exception as exc:
+            if not isinstance(exc, CommandError):
+                exc = self.server.unexpected(exc, self.last_command, "retrying the blocked")
             if self.blocked_command is not None:  # counted as failed, as Redis 7.0 does
                 self.blocked_command.failed += 1
             self.unblock()

@@ -455,6 +455,7 @@ def test_get_renders_like_redis() -> None:
         "daemonize": "no",
         "pidfile": "",
         "enable-debug-command": "no",
+        "shutdown-timeout": "10",
         "proto-max-bulk-len": "536870912",
         "client-query-buffer-limit": "1073741824",
         "client-output-buffer-limit":
@@ -881,7 +882,7 @@ def test_a_value_that_cannot_be_applied_undoes_the_whole_set() -> None:
 # effect to apply (docs/settings.md); every other mutable setting must be applied by
 # a callback when CONFIG SET changes it. loglevel is applied by narad/serve.py.
 READ_WHERE_USED = {
-    "protected-mode", "requirepass", "maxclients", "timeout", "tcp-keepalive",
+    "protected-mode", "requirepass", "maxclients", "timeout", "tcp-keepalive", "shutdown-timeout",
     "slowlog-max-len", "latency-tracking-info-percentiles",
     "appendonly", "save", "stream-node-max-bytes", "min-replicas-to-ack", "replica-read-only",
 }

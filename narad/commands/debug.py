@@ -1,14 +1,18 @@
-"""DEBUG: refused unless `enable-debug-command` allows it, as in Redis. Narad's only
-subcommand moves the clock that queues keep time by, so tests can pass visibility
-deadlines and delays without sleeping."""
+"""DEBUG: refused unless `enable-debug-command` allows it, as in Redis. CLOCK moves the
+clock that queues keep time by, so tests can pass visibility deadlines and delays
+without sleeping; SLEEP holds the event loop as Redis's does, so tests can stop a
+server that is stuck in a request."""
 
 from __future__ import annotations
 
+import math
+import time
 from typing import TYPE_CHECKING, Any
 
 from narad.commands.args import parse_int
 from narad.commands.table import command, help_reply
 from narad.errors import CommandError, syntax, unknown_subcommand
+from narad.resp import SimpleString
 
 if TYPE_CHECKING:
     from narad.server import Client
@@ -29,6 +33,8 @@ HELP = [
     "    Move the queue clock forward; deadlines and delays due by then take effect.",
     "CLOCK RESUME",
     "    Let the queue clock run again from where it stands.",
+    "SLEEP <seconds>",
+    "    Stop the server for <seconds>, the event loop held. Decimals allowed.",
     "HELP",
     "    Print this help.",
 ]
@@ -48,6 +54,8 @@ def debug(client: Client, args: list[bytes]) -> Any:
     sub = args[1].lower()
     if sub == b"help":
         return help_reply(HELP)
+    if sub == b"sleep" and len(args) == 3:
+        return _sleep(args[2])
     if sub != b"clock":
         raise unknown_subcommand(args[1], "debug")
     clock = client.server.queues.clock
@@ -69,3 +77,14 @@ def debug(client: Client, args: list[bytes]) -> Any:
         raise syntax()
     client.server.queues.tick()
     return now
+
+
+def _sleep(arg: bytes) -> Any:
+    try:
+        seconds = float(arg)
+    except ValueError:
+        raise CommandError("value is not a valid float") from None
+    if not math.isfinite(seconds) or seconds < 0:
+        raise CommandError("value is not a valid float")
+    time.sleep(seconds)  # on the loop, on purpose
+    return SimpleString("OK")

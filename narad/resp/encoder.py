@@ -27,6 +27,7 @@ from narad.resp.replies import (
     Reply,
     SimpleString,
     Verbatim,
+    wire_bytes,
 )
 
 # ---------------------------------------------------------------------------
@@ -172,7 +173,7 @@ def _bulk(buf: bytearray, value: bytes | bytearray | memoryview) -> None:
 
 
 def _str(buf: bytearray, value: str) -> None:
-    _bulk(buf, value.encode("utf-8", "surrogateescape"))
+    _bulk(buf, wire_bytes(value))
 
 
 def _int(buf: bytearray, value: int) -> None:
@@ -275,7 +276,7 @@ def _push3(buf: bytearray, value: Push) -> None:
 
 def _verbatim3(buf: bytearray, value: Verbatim) -> None:
     text = value.text
-    data = text.encode("utf-8", "surrogateescape") if isinstance(text, str) else text
+    data = wire_bytes(text) if isinstance(text, str) else text
     buf += b"=%d\r\n%b:" % (len(data) + 4, value.format.encode("ascii"))
     buf += data
     buf += _CRLF

@@ -26,12 +26,38 @@ How each value goes on the wire, RESP3 / RESP2:
 
 from __future__ import annotations
 
+import codecs
 import re
 from collections.abc import Mapping, Sequence, Set
 from typing import Any, Final, TypeAlias
 
 # An error code is the reply's first word; clients dispatch on it (WRONGTYPE, NOGROUP).
 _CODE = re.compile(r"[A-Z][A-Z0-9_-]*")
+
+
+def _wire_surrogates(exc: UnicodeError) -> tuple[bytes, int]:
+    """The `narad.wire` encoding error handler: a surrogate from a byte that was not
+    UTF-8 (U+DC80..U+DCFF, as `surrogateescape` decodes it) gives that byte back;
+    any other lone surrogate (from JSON text such as "\\ud800") is written as
+    `surrogatepass` writes it. So encoding text never fails."""
+    if not isinstance(exc, UnicodeEncodeError):
+        raise exc
+    out = bytearray()
+    for char in exc.object[exc.start : exc.end]:
+        code = ord(char)
+        if 0xDC80 <= code <= 0xDCFF:
+            out.append(code - 0xDC00)
+        else:
+            out += char.encode("utf-8", "surrogatepass")
+    return bytes(out), exc.end
+
+
+codecs.register_error("narad.wire", _wire_surrogates)
+
+
+def wire_bytes(text: str) -> bytes:
+    """`text` as UTF-8 for a reply; never raises (see `_wire_surrogates`)."""
+    return text.encode("utf-8", "narad.wire")
 
 
 def _one_line(text: str) -> str:
@@ -53,7 +79,7 @@ class SimpleString:
 
     def __init__(self, text: str) -> None:
         self.text: Final = text
-        self.frame: Final = b"+" + _one_line(text).encode("utf-8", "surrogateescape") + b"\r\n"
+        self.frame: Final = b"+" + wire_bytes(_one_line(text)) + b"\r\n"
 
     def __eq__(self, other: object) -> bool:
         return isinstance(other, SimpleString) and other.text == self.text
@@ -82,7 +108,7 @@ class ErrorReply:
         self.code: Final = code
         self.message: Final = _one_line(message)
         text = f"-{code} {self.message}" if self.message else f"-{code}"
-        self.frame: Final = text.encode("utf-8", "surrogateescape") + b"\r\n"
+        self.frame: Final = wire_bytes(text) + b"\r\n"
 
     @classmethod
     def from_text(cls, text: str) -> ErrorReply:

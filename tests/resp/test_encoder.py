@@ -130,6 +130,28 @@ def test_refused_values() -> None:
         Verbatim("x", "text")
 
 
+@given(st.text(alphabet=st.characters(min_codepoint=0, max_codepoint=0x10FFFF)))
+@settings(max_examples=200, derandomize=True)
+def test_text_never_fails_to_encode(text: str) -> None:
+    """Lone surrogates included (JSON text such as "\\ud800" decodes to one): every
+    text a command answers with becomes a frame, and an error or simple string
+    stays one line."""
+    for value in (text, Verbatim(text), [text], {text: text}):
+        for protocol in (2, 3):
+            encode(value, protocol)  # type: ignore[arg-type]
+    for frame in (ErrorReply("ERR", text).frame, SimpleString(text).frame):
+        assert frame.endswith(b"\r\n") and b"\r" not in frame[:-2] and b"\n" not in frame[:-2]
+
+
+def test_surrogates_become_bytes() -> None:
+    # A byte that was not UTF-8 (decoded with surrogateescape) goes back as that byte;
+    # any other lone surrogate is written as its three-byte form.
+    assert encode("a\udcffb", 2) == b"$3\r\na\xffb\r\n"
+    assert encode("\ud800", 3) == b"$3\r\n\xed\xa0\x80\r\n"
+    assert ErrorReply("ERR", "bad \ud800\r\nx").frame == b"-ERR bad \xed\xa0\x80  x\r\n"
+    assert SimpleString("\udcfe").frame == b"+\xfe\r\n"
+
+
 def test_error_reply_parts() -> None:
     error = ErrorReply.from_text("NOGROUP No such key 'q'")
     assert (error.code, error.message, error.text) == ("NOGROUP", "No such key 'q'", error.text)

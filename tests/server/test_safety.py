@@ -4,6 +4,7 @@ outside the data dir, and the output buffer limit for clients that do not read."
 from __future__ import annotations
 
 import os
+import signal
 import socket
 from collections.abc import Iterator
 from pathlib import Path
@@ -266,3 +267,102 @@ def test_the_open_files_limit_is_raised_to_the_hard_one(tmp_path: Path) -> None:
         assert server.client().ping()
     finally:
         server.stop()
+
+
+# -- Unexpected exceptions, and stopping a server whose loop is held ---------------------
+
+
+def _log_lines(server: NaradProcess, word: str) -> list[str]:
+    lines = server.log_path.read_text(errors="replace").splitlines()
+    return [line for line in lines if word in line]
+
+
+def test_an_unexpected_exception_answers_an_error_and_the_connection_lives(
+    tmp_path: Path,
+) -> None:
+    """A handler that raises something no code path expected (here: a field name that
+    is not UTF-8) answers `-ERR`, counts as a failed call, logs at most one line and
+    no traceback; the connection serves the next command."""
+    server = NaradProcess(tmp_path / "narad").start()
+    try:
+        with Raw(server.port) as raw:
+            assert raw.call("Q.CREATE", "k") == b"OK"
+            reply = raw.call("Q.SCHEMA", "SET", "k", '{"type":"object"}', "FIELD", b"\xff")
+            assert isinstance(reply, tuple) and reply[0] == "error"
+            assert raw.call("PING") == b"PONG"
+            stats = raw.call("INFO", "commandstats").decode()
+            assert "cmdstat_q.schema|set:calls=1," in stats and "failed_calls=1" in stats
+        log = server.log_path.read_text(errors="replace")
+        assert "Traceback" not in log
+        assert len(_log_lines(server, "event=internal_error")) <= 1
+    finally:
+        server.stop()
+
+
+def test_an_unexpected_exception_in_exec_fails_that_command_only(
+    shared_narad: NaradProcess,
+) -> None:
+    with Raw(shared_narad.port) as raw:
+        assert raw.call("MULTI") == b"OK"
+        for args in (
+            ("Q.CREATE", "in-multi"),
+            ("Q.SCHEMA", "SET", "in-multi", '{"type":"object"}', "FIELD", b"\xff"),
+            ("PING",),
+        ):
+            assert raw.call(*args) == b"QUEUED"
+        created, failed, pong = raw.call("EXEC")
+        assert (created, pong) == (b"OK", b"PONG")
+        assert isinstance(failed, tuple) and failed[0] == "error"
+        assert raw.call("PING") == b"PONG"
+
+
+def test_an_error_text_with_a_lone_surrogate_is_sent(shared_narad: NaradProcess) -> None:
+    """An error reply that quotes a property named "\\ud800" (INCOMPATIBLE, or a refusal
+    of the text) reaches the client as one error line; it closed the connection with
+    a traceback."""
+    with Raw(shared_narad.port) as raw:
+        assert raw.call("Q.CREATE", "surrogates") == b"OK"
+        first = '{"type":"object","properties":{"a":{"type":"string"}}}'
+        assert raw.call("Q.SCHEMA", "SET", "surrogates", first) == 1
+        second = (
+            '{"type":"object","properties":{"\\ud800":{"type":"string"}},'
+            '"required":["\\ud800"]}'
+        )
+        reply = raw.call("Q.SCHEMA", "SET", "surrogates", second)
+        assert isinstance(reply, tuple) and reply[0] == "error"
+        assert raw.call("PING") == b"PONG"
+
+
+def test_sigterm_stops_a_server_whose_loop_is_held(tmp_path: Path) -> None:
+    """DEBUG SLEEP holds the event loop as a runaway request would; SIGTERM still ends
+    the process once `shutdown-timeout` has passed, and the data dir starts again."""
+    extra = ["--enable-debug-command", "yes", "--shutdown-timeout", "1"]
+    server = NaradProcess(tmp_path / "narad", extra).start()
+    with server.client() as client:
+        client.xadd("kept", {"f": "v"})
+    held = Raw(server.port)
+    held.send_command("DEBUG", "SLEEP", "600")
+
+    def loop_is_held() -> bool:
+        with socket.create_connection(("127.0.0.1", server.port), timeout=5) as probe:
+            probe.settimeout(0.5)
+            probe.sendall(b"PING\r\n")
+            try:
+                probe.recv(16)
+            except TimeoutError:
+                return True
+            return False
+
+    wait_until(loop_is_held)
+    assert server.proc is not None
+    server.proc.send_signal(signal.SIGTERM)
+    assert server.proc.wait(timeout=60) == 1  # far less than the 600 s sleep
+    held.close()
+    assert len(_log_lines(server, "event=stop_requested signal=SIGTERM")) == 1
+    server.start()
+    try:
+        with server.client() as client:
+            assert client.xlen("kept") == 1
+    finally:
+        assert server.stop() == 0
+    assert _log_lines(server, "msg='stopped'")
