@@ -35,6 +35,7 @@ from narad.queues.queue import (
     STALE,
     Queue,
     Settings,
+    new_secret,
     parse_receipt,
     read_records,
     receipt,
@@ -114,6 +115,8 @@ class QueueService:
         """After the store opened: settings into the logs, subscription positions
         recovered, timers armed."""
         for queue in list(self.queues()):
+            if queue.secret is None:  # made before receipts were signed
+                queue.stream.log_op(["q.secret", new_secret()])
             self.apply_settings(queue)
             for sub in list(queue.subs.values()):
                 self.recover_subscription(queue, sub.source)
@@ -149,12 +152,9 @@ class QueueService:
 
     # -- delivering -------------------------------------------------------------------
 
-    def deliver(self, queue: Queue, count: int, visibility: int) -> list[Message]:
-        """Deliver up to `count` visible messages with deadline now + `visibility`."""
-        return [message(*d) for d in self.deliver_raw(queue, count, visibility)]
-
     def deliver_raw(self, queue: Queue, count: int, visibility: int) -> list[Delivered]:
-        """`deliver`, each message as its record, receipt and receive count."""
+        """Deliver up to `count` visible messages with deadline now + `visibility`,
+        each as its record, receipt and receive count."""
         now = self.clock.now_ms()
         self._expire(queue, now)
         offsets, cursor = queue.choose(count)
@@ -167,9 +167,9 @@ class QueueService:
         stream = queue.stream
         stream.log_op(["q.deliver", delivery, deadline, now, cursor, offsets])
         self.arm(deadline)
-        tracked = queue.tracked
+        tracked, key = queue.tracked, queue.mac_key
         return [
-            (rec, receipt(rec.offset, delivery), receives_of(tracked[rec.offset]))
+            (rec, receipt(key, rec.offset, delivery), receives_of(tracked[rec.offset]))
             for rec in read_records(stream, offsets)
         ]
 
@@ -217,12 +217,16 @@ class QueueService:
     def _resolve(
         self, queue: Queue, raw: bytes, in_flight: bool = False
     ) -> tuple[int, int | None]:
-        """The offset a receipt names and its tracked value (None: no longer tracked);
-        STALE errors for an older delivery, and with `in_flight` for a message not in
-        flight under this delivery."""
-        parsed = parse_receipt(raw)
+        """The offset a receipt names and its tracked value (None: no longer tracked).
+        Errors: `invalid receipt` for anything this queue did not sign (malformed,
+        forged, another queue's, a message ID); STALE for an older delivery, and with
+        `in_flight` for a message not in flight under this delivery."""
+        parsed = parse_receipt(queue.mac_key, raw)
         if parsed is None:
-            raise CommandError(f"invalid receipt '{raw.decode('utf-8', 'replace')}'")
+            raise CommandError(
+                f"invalid receipt '{raw.decode('utf-8', 'replace')}': "
+                f"not a receipt of queue '{queue.stream.key.decode('utf-8', 'replace')}'"
+            )
         offset, delivery = parsed
         value = queue.current(offset, delivery)
         if value == STALE:
@@ -505,20 +509,22 @@ class QueueService:
                     room = consumer.prefetch - len(consumer.held)
                     if room <= 0 or consumer.client.closing:
                         continue
-                    messages = self.deliver(queue, min(room, PUSH_BATCH), consumer.visibility)
-                    if not messages:
+                    delivered = self.deliver_raw(
+                        queue, min(room, PUSH_BATCH), consumer.visibility
+                    )
+                    if not delivered:
                         break
-                    self._push(consumer, messages)
+                    self._push(consumer, delivered)
                     progress = True
 
-    def _push(self, consumer: PushConsumer, messages: list[Message]) -> None:
+    def _push(self, consumer: PushConsumer, delivered: list[Delivered]) -> None:
         queue = consumer.queue
         name = queue.stream.key
-        for msg in messages:
-            offset, _ = parse_receipt(msg[b"receipt"]) or (0, 0)
+        for d in delivered:
+            offset = d[0].offset
             consumer.held.add(offset)
             queue.holder[offset] = consumer
-            consumer.client.push(Push([b"message", name, msg]))
+            consumer.client.push(Push([b"message", name, message(*d)]))
 
 
 # -- helpers ------------------------------------------------------------------------------
