@@ -621,4 +621,3 @@ def _apply_subpos(stream: Stream, op: list[Any]) -> None:
 @op_handler("q.rejected")
 def _apply_rejected(stream: Stream, op: list[Any]) -> None:
     _queue(stream).schema_rejected += op[1]
-

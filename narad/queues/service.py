@@ -495,9 +495,14 @@ class QueueService:
         self.server.schedule_flush()
 
     def serve(self) -> None:
-        """Push frames to consumers with room in their prefetch window."""
+        """Push frames to consumers with room in their prefetch window. A consumer is
+        given at most PREFETCH messages per call (one loop iteration): with VISIBILITY 0
+        a delivery is due again at once, and serving it again in the same call would
+        never end; the rest waits for the next iteration."""
         if self.subscribed:
             self.forward()
+        given: dict[PushConsumer, int] = {}
+        again: set[Queue] = set()
         while self.to_serve:
             queue = self.to_serve.pop()
             if queue.stream.queue is not queue:
@@ -507,15 +512,23 @@ class QueueService:
                 progress = False
                 for consumer in list(queue.consumers):
                     room = consumer.prefetch - len(consumer.held)
+                    quota = consumer.prefetch - given.get(consumer, 0)
                     if room <= 0 or consumer.client.closing:
                         continue
+                    if quota <= 0:
+                        again.add(queue)
+                        continue
                     delivered = self.deliver_raw(
-                        queue, min(room, PUSH_BATCH), consumer.visibility
+                        queue, min(room, quota, PUSH_BATCH), consumer.visibility
                     )
                     if not delivered:
                         break
+                    given[consumer] = given.get(consumer, 0) + len(delivered)
                     self._push(consumer, delivered)
                     progress = True
+        if again:
+            self.to_serve |= again
+            self.server.schedule_flush()
 
     def _push(self, consumer: PushConsumer, delivered: list[Delivered]) -> None:
         queue = consumer.queue
