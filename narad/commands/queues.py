@@ -572,6 +572,7 @@ def q_stats(client: Client, args: list[bytes]) -> Any:
         **{k.encode(): v for k, v in queue.counts().items()},
         b"dead_lettered": queue.dead_lettered,
         b"dropped": queue.dropped,
+        b"schema_rejected": queue.schema_rejected,
         b"pushed": stream.entries_added,
         b"acked": queue.acked,
         b"oldest_visible_age_ms": oldest_age,

@@ -27,7 +27,8 @@ step is not logged because replay reaches the same state by calling it again.
 Receipts name one delivery of one message of one queue: `<offset>-<delivery>-<mac>`,
 offset and delivery in hex (`delivery` numbers the deliver op, one per Q.POP call or
 push, that handed the message out) and `mac` the first 8 bytes of BLAKE2b keyed with
-the queue's secret over the rest, in unpadded base64url (11 characters). The secret
+the queue's secret over the rest, in hex (16 characters: hex is cheaper to make
+than base64 on the hot path). The secret
 is 16 random bytes carried by the queue's `q.create` op (or, for a queue created
 before receipts were signed, a `q.secret` op logged when it is first opened), so it
 survives restarts and a queue re-created under the same name gets a new one: a
@@ -40,7 +41,6 @@ import hashlib
 import heapq
 import hmac
 import os
-from base64 import urlsafe_b64encode
 from collections.abc import Iterable
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, NamedTuple
@@ -103,7 +103,7 @@ def delivery_of(value: int) -> int:
     return (value >> 22) & ((1 << 40) - 1)
 
 
-_MAC_CHARS = 11  # 8 bytes in unpadded base64url
+_MAC_CHARS = 16  # 8 bytes in hex
 
 
 def new_secret() -> bytes:
@@ -118,7 +118,7 @@ def mac_key(secret: bytes) -> Any:
 def _mac(key: Any, head: bytes) -> bytes:
     h = key.copy()
     h.update(head)
-    return urlsafe_b64encode(h.digest())[:_MAC_CHARS]
+    return h.hexdigest().encode()
 
 
 def receipt(key: Any, offset: int, delivery: int) -> bytes:
@@ -129,8 +129,11 @@ def receipt(key: Any, offset: int, delivery: int) -> bytes:
 
 def parse_receipt(key: Any, raw: bytes) -> tuple[int, int] | None:
     """(offset, delivery) when `raw` is a receipt signed with `key`, else None."""
-    head, sep, mac = raw[: -_MAC_CHARS - 1], raw[-_MAC_CHARS - 1 : -_MAC_CHARS], raw[-_MAC_CHARS:]
-    if sep != b"-" or not head or not hmac.compare_digest(mac, _mac(key, head)):
+    cut = len(raw) - _MAC_CHARS - 1  # where the "-" before the MAC is
+    if cut < 1 or raw[cut] != 0x2D:
+        return None
+    head = raw[:cut]
+    if not hmac.compare_digest(raw[cut + 1 :], _mac(key, head)):
         return None
     offset, _, delivery = head.partition(b"-")  # signed by us: well formed
     return int(offset, 16), int(delivery, 16)

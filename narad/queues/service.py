@@ -44,6 +44,7 @@ from narad.queues.queue import (
     unpack,
 )
 from narad.resp import BigNumber, Encoded, Push, encode_into
+from narad.schema.errors import PayloadError
 from narad.streams import ids
 from narad.streams.stream import Stream
 
@@ -57,7 +58,9 @@ logger = logging.getLogger("narad.queues")
 FORWARD_BATCH = 512  # records copied per subscription per loop iteration
 PUSH_BATCH = 32  # messages one push consumer takes per turn, for fairness
 SOURCE_FIELDS = (b"source", b"source_id")
-ORIGIN_FIELDS = (b"origin", b"origin_id", b"origin_receives", b"first_received_at")
+ORIGIN_FIELDS = (
+    b"origin", b"origin_id", b"origin_receives", b"first_received_at", b"schema_error",
+)  # fmt: skip
 
 Message = dict[bytes, Any]
 INT64_MAX = (1 << 63) - 1
@@ -310,9 +313,12 @@ class QueueService:
     # -- dead letters -----------------------------------------------------------------
 
     def dead_letter(self, queue: Queue, offsets: list[int]) -> None:
+        """Dead-letter messages of `queue`: appended to its DLQ, or dropped (and
+        counted in `dropped`) when it has none, the DLQ is gone, or the DLQ's schema
+        refuses the letter."""
         stream = queue.stream
-        dlq = self.get(stream.db, queue.settings.dlq) if queue.settings.dlq else None
-        if dlq is None or dlq is queue:
+        dlq = self._dlq(queue)
+        if dlq is None:
             if queue.settings.dlq:
                 logger.warning(
                     "queue %r: dead-letter queue %r is gone, dropping %d messages",
@@ -322,7 +328,7 @@ class QueueService:
                 )
             stream.log_op(["q.dead", 1, offsets])
             return
-        letters = []
+        letters, sent, refused = [], [], []
         for rec in read_records(stream, offsets):
             t = unpack(queue.tracked[rec.offset])
             fields = without(decode_fields(rec.payload), ORIGIN_FIELDS)
@@ -332,12 +338,53 @@ class QueueService:
                 b"origin_receives", b"%d" % t.receives,
                 b"first_received_at", b"%d" % t.first_ms,
             ]  # fmt: skip
-            letters.append(fields)
-        self.append(dlq.stream, letters)
-        stream.log_op(["q.dead", 0, offsets])
+            refusal = self.schema_refusal(dlq.stream, fields)
+            if refusal is None:
+                letters.append(fields)
+                sent.append(rec.offset)
+            else:
+                refused.append(rec.offset)
+                _log_refusal("dead letter", dlq.stream, stream, [fields], refusal)
+        if letters:
+            self.append(dlq.stream, letters)
+            stream.log_op(["q.dead", 0, sent])
+        if refused:
+            stream.log_op(["q.dead", 1, refused])
+
+    def _dlq(self, queue: Queue) -> Queue | None:
+        """The queue's dead-letter queue, if it has one that still exists."""
+        if not queue.settings.dlq:
+            return None
+        dlq = self.get(queue.stream.db, queue.settings.dlq)
+        return None if dlq is queue else dlq
+
+    def schema_refusal(self, stream: Stream, fields: list[bytes]) -> PayloadError | None:
+        """Why `stream`'s schema refuses an entry the server appends on its own (a
+        fan-out copy, a dead letter, a redriven message); None: accepted, or no schema.
+
+        The entry is judged as its producer's entry was, by the produce path's own
+        validator (narad.schema.registry.Active): the fields the server adds
+        (SOURCE_FIELDS, ORIGIN_FIELDS) are set aside; what remains is judged as a
+        Q.PUSH payload when it is a lone `payload` field, else as XADD judges an entry.
+        """
+        active = self.store.validators.get(stream.uid)
+        if active is None:
+            return None
+        own = without(fields, SOURCE_FIELDS + ORIGIN_FIELDS)
+        try:
+            if len(own) == 2 and own[0] == b"payload":
+                active.check_payload(own[1])
+            else:
+                active.check_fields(own)
+        except PayloadError as refusal:
+            return refusal
+        return None
 
     def redrive(self, dlq: Queue, to: Queue | None, count: int) -> int:
-        """Move up to `count` visible dead letters back to their origin (or `to`)."""
+        """Move up to `count` visible dead letters back to their origin (or `to`),
+        oldest first, stopping before the first one that cannot move (its origin is
+        not a queue, or the target's schema refuses it): that one's error is raised
+        when it is the first, else the number moved before it is returned."""
         self._expire(dlq, self.clock.now_ms())
         offsets, cursor = dlq.choose(count)
         records = read_records(dlq.stream, offsets)
@@ -348,14 +395,23 @@ class QueueService:
             if target is None:
                 origin = field_value(fields, b"origin")
                 target = None if origin is None else self.get(dlq.stream.db, origin)
-                if target is None:
-                    dlq.unchoose(offsets)
-                    shown = (origin or b"").decode("utf-8", "replace")
-                    raise CommandError(
-                        f"message {ids.fmt(record_id(rec)).decode()} came from "
-                        f"'{shown}', which is not a queue now: name one with TO",
-                        "NOQUEUE",
-                    )
+            problem: CommandError | None = None
+            if target is None:
+                shown = (field_value(fields, b"origin") or b"").decode("utf-8", "replace")
+                problem = CommandError(
+                    f"message {ids.fmt(record_id(rec)).decode()} came from "
+                    f"'{shown}', which is not a queue now: name one with TO",
+                    "NOQUEUE",
+                )
+            else:
+                problem = self.schema_refusal(target.stream, fields)
+            if problem is not None:
+                dlq.unchoose(offsets)
+                if not moves:
+                    raise problem
+                # The same choice, cut before this one (nothing was logged meanwhile).
+                return self.redrive(dlq, to, len(moves))
+            assert target is not None
             moves.append((target, without(fields, ORIGIN_FIELDS)))
         for target, fields in moves:
             self.append(target.stream, [fields])
@@ -408,21 +464,48 @@ class QueueService:
                 if start >= end:
                     continue
                 records = source.data.read(start, count_max=min(end - start, FORWARD_BATCH))
-                copies = []
+                stream = queue.stream
+                copies: list[list[bytes]] = []
+                refused: list[tuple[list[bytes], PayloadError]] = []
                 for rec in records:
                     if rec.offset not in source.deleted:
                         fields = without(decode_fields(rec.payload), SOURCE_FIELDS)
                         fields += [b"source", source.key, b"source_id", ids.fmt(record_id(rec))]
-                        copies.append(fields)
+                        refusal = self.schema_refusal(stream, fields)
+                        if refusal is None:
+                            copies.append(fields)
+                        else:
+                            refused.append((fields, refusal))
                 if records:
-                    stream = queue.stream
                     if copies:
                         self.append(stream, copies)
+                    if refused:
+                        self._refused_copies(queue, source, refused)
                     copied = records[-1].offset + 1
                     stream.log_op(["q.subpos", sub.source, copied, stream.data.next_offset])
                     more = more or copied < end
         if more:
             self.server.schedule_flush()
+
+    def _refused_copies(
+        self, queue: Queue, source: Stream, refused: list[tuple[list[bytes], PayloadError]]
+    ) -> None:
+        """Fan-out copies the subscriber's schema refused: never appended to it, but
+        dead-lettered (with the refusal in `schema_error`) when its DLQ takes them, else
+        dropped; counted in `schema_rejected` either way. The caller then logs the
+        subscription's position past them, in the same commit."""
+        stream = queue.stream
+        _log_refusal("fan-out copy", stream, source, [f for f, _ in refused], refused[0][1])
+        dlq = self._dlq(queue)
+        if dlq is not None:
+            letters = []
+            for fields, refusal in refused:
+                letter = [*fields, b"origin", stream.key, b"schema_error", str(refusal).encode()]
+                if self.schema_refusal(dlq.stream, letter) is None:
+                    letters.append(letter)
+            if letters:
+                self.append(dlq.stream, letters)
+        stream.log_op(["q.rejected", len(refused)])
 
     def recover_subscription(self, queue: Queue, source_uid: int) -> None:
         """Find where copying from the source resumes: after the last copy this
@@ -541,6 +624,22 @@ class QueueService:
 
 
 # -- helpers ------------------------------------------------------------------------------
+
+
+def _log_refusal(
+    what: str, target: Stream, source: Stream, entries: list[list[bytes]], first: PayloadError
+) -> None:
+    """One line for entries a schema kept out of `target`, naming the first."""
+    logger.warning(
+        "schema refused %s: target=%r from=%r count=%d first_id=%s error=%r",
+        what,
+        target.key,
+        source.key,
+        len(entries),
+        (field_value(entries[0], b"source_id") or field_value(entries[0], b"origin_id") or b"")
+        .decode("ascii", "replace"),
+        str(first),
+    )
 
 
 def stale(raw: bytes, why: str) -> CommandError:
