@@ -62,6 +62,8 @@ _DUE_BITS = 44  # a deadline or due time in a packed value, an expiry in a dedup
 # The queue clock stays below this (DEBUG CLOCK refuses to pass it; the wall clock
 # reaches it in the year 2526), so now + MAX_WAIT_MS always fits in _DUE_BITS.
 MAX_CLOCK_MS = (1 << _DUE_BITS) - 1 - MAX_WAIT_MS
+DUE_MAX = (1 << _DUE_BITS) - 1
+_DELIVERY_MASK = (1 << 40) - 1  # a packed value holds a delivery number's low 40 bits
 _OFFSET_BITS = 40  # in timer entries
 _EXPIRES_BITS = _DUE_BITS  # in dedup entries
 _EXPIRES_MASK = (1 << _EXPIRES_BITS) - 1
@@ -79,8 +81,17 @@ class Tracked(NamedTuple):
 
 
 def pack(state: int, receives: int, delivery: int, due: int, first_ms: int) -> int:
-    assert 0 <= due < 1 << _DUE_BITS, "a due time past the packed field"
+    """`due` must be at most DUE_MAX (the commands' ranges see to it; `fit_due` for a
+    value read from a log); a delivery number is kept modulo 2^40."""
+    delivery &= _DELIVERY_MASK
     return (((first_ms << 44 | due) << 40 | delivery) << 20 | receives) << 2 | state
+
+
+def fit_due(due: int) -> int:
+    """A due time from an op, within its packed field: ops written before the
+    commands bounded their numbers may hold more (the wait was then lost to overflow;
+    now it lasts until DUE_MAX)."""
+    return min(max(due, 0), DUE_MAX)
 
 
 def unpack(value: int) -> Tracked:
@@ -110,24 +121,24 @@ def new_secret() -> bytes:
     return os.urandom(SECRET_BYTES)
 
 
-def mac_key(secret: bytes) -> Any:
+def mac_key(secret: bytes) -> hashlib.blake2b:
     """A keyed BLAKE2b to copy for each receipt (cheaper than keying each time)."""
     return hashlib.blake2b(digest_size=8, key=secret)
 
 
-def _mac(key: Any, head: bytes) -> bytes:
+def _mac(key: hashlib.blake2b, head: bytes) -> bytes:
     h = key.copy()
     h.update(head)
     return h.hexdigest().encode()
 
 
-def receipt(key: Any, offset: int, delivery: int) -> bytes:
+def receipt(key: hashlib.blake2b, offset: int, delivery: int) -> bytes:
     """The receipt of delivery `delivery` of the message at `offset` (see above)."""
     head = b"%x-%x" % (offset, delivery)
     return head + b"-" + _mac(key, head)
 
 
-def parse_receipt(key: Any, raw: bytes) -> tuple[int, int] | None:
+def parse_receipt(key: hashlib.blake2b, raw: bytes) -> tuple[int, int] | None:
     """(offset, delivery) when `raw` is a receipt signed with `key`, else None."""
     cut = len(raw) - _MAC_CHARS - 1  # where the "-" before the MAC is
     if cut < 1 or raw[cut] != 0x2D:
@@ -320,7 +331,7 @@ class Queue:
         value = self.tracked.get(offset)
         if value is None or offset < self.stream.start:
             return None
-        if delivery_of(value) != delivery or not receives_of(value):
+        if delivery_of(value) != delivery & _DELIVERY_MASK or not receives_of(value):
             return STALE
         return value
 
@@ -509,6 +520,7 @@ def _apply_config(stream: Stream, op: list[Any]) -> None:
 @op_handler("q.deliver")
 def _apply_deliver(stream: Stream, op: list[Any]) -> None:
     _, delivery, deadline, now_ms, cursor, offsets = op
+    deadline = fit_due(deadline)
     queue = _queue(stream)
     tracked = queue.tracked
     # Every message delivered for the first time by this op gets the same value: one
@@ -538,7 +550,7 @@ def _apply_ack(stream: Stream, op: list[Any]) -> None:
 @op_handler("q.nack")
 def _apply_nack(stream: Stream, op: list[Any]) -> None:
     queue = _queue(stream)
-    due = op[1]
+    due = fit_due(op[1])
     for offset in op[2]:
         value = queue.tracked.get(offset)
         if value is None:
@@ -554,6 +566,7 @@ def _apply_nack(stream: Stream, op: list[Any]) -> None:
 def _apply_touch(stream: Stream, op: list[Any]) -> None:
     queue = _queue(stream)
     _, offset, deadline = op
+    deadline = fit_due(deadline)
     value = queue.tracked.get(offset)
     if value is not None:
         t = unpack(value)
@@ -563,7 +576,7 @@ def _apply_touch(stream: Stream, op: list[Any]) -> None:
 @op_handler("q.delay")
 def _apply_delay(stream: Stream, op: list[Any]) -> None:
     queue = _queue(stream)
-    due = op[1]
+    due = fit_due(op[1])
     for offset in op[2]:
         queue._track(offset, pack(DELAYED, 0, 0, due, 0))
 
@@ -573,7 +586,7 @@ def _apply_dedup(stream: Stream, op: list[Any]) -> None:
     _, key, sid, expires = op
     queue = _queue(stream)
     queue.dedup.pop(bytes(key), None)  # re-inserted last: insertion order is expiry order
-    queue.dedup[bytes(key)] = unpack_id(sid) << _EXPIRES_BITS | expires
+    queue.dedup[bytes(key)] = unpack_id(sid) << _EXPIRES_BITS | fit_due(expires)
 
 
 @op_handler("q.dead")

@@ -171,6 +171,7 @@ class QueueService:
         stream.log_op(["q.deliver", delivery, deadline, now, cursor, offsets])
         self.arm(deadline)
         tracked, key = queue.tracked, queue.mac_key
+        assert key is not None, "a queue opened by the server has its secret"
         return [
             (rec, receipt(key, rec.offset, delivery), receives_of(tracked[rec.offset]))
             for rec in read_records(stream, offsets)
@@ -224,6 +225,7 @@ class QueueService:
         Errors: `invalid receipt` for anything this queue did not sign (malformed,
         forged, another queue's, a message ID); STALE for an older delivery, and with
         `in_flight` for a message not in flight under this delivery."""
+        assert queue.mac_key is not None, "a queue opened by the server has its secret"
         parsed = parse_receipt(queue.mac_key, raw)
         if parsed is None:
             raise CommandError(

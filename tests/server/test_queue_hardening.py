@@ -14,6 +14,7 @@ import redis
 from narad.config import Config
 from narad.queues.queue import Settings
 from narad.store import Store
+from narad.streams.stream import pack_id
 from tests.server.raw import Raw
 from tests.servers import NaradProcess
 
@@ -334,6 +335,41 @@ def test_a_queue_from_before_signed_receipts_opens_and_gets_a_secret(tmp_path: P
         server.start()
         r = server.client(protocol=3)
         assert r.execute_command("Q.ACK", "q", m[b"receipt"]) == 1
+        r.close()
+    finally:
+        server.stop()
+
+
+def test_numbers_past_their_fields_in_an_older_data_dir(tmp_path: Path) -> None:
+    """Ops written before the bounds (a due time past 44 bits, an expiry past its
+    field, the 2^40th delivery) open and mean what they said: the message stays
+    delayed, the DEDUP key answers its own ID, the receipt of that delivery acks."""
+    import time
+
+    now = time.time_ns() // 1_000_000
+    data = tmp_path / "old" / "data"
+    store = Store(Config.load(None, [("dir", str(data))]))
+    store.open()
+    stream = store.create_stream(0, b"q")
+    stream.log_op(["q.create", Settings().to_list()])
+    ids = [(now << 64) + i for i in range(3)]
+    for sid in ids:
+        stream.add(sid, [b"payload", b"%d" % (sid & 0xFF)])
+    stream.log_op(["q.delay", now + (1 << 53), [0]])  # Q.PUSH q DELAY 9007199254740992
+    stream.log_op(["q.dedup", b"k", pack_id(ids[1]), now + 26388279066624])
+    stream.log_op(["q.deliver", (1 << 40) - 1, now + 600_000, now, 2, [1]])
+    store.close()
+
+    server = NaradProcess(tmp_path / "old")
+    server.start()
+    try:
+        r = server.client(protocol=3)
+        assert r.execute_command("Q.STATS", "q")[b"delayed"] == 1
+        [m] = r.execute_command("Q.POP", "q", "COUNT", 10)  # the 2^40th delivery
+        assert m[b"payload"] == b"2"
+        assert r.execute_command("Q.ACK", "q", m[b"receipt"]) == 1
+        assert r.execute_command("Q.PUSH", "q", "DEDUP", "k", "again") == b"%d-1" % now
+        assert r.xlen("q") == 3
         r.close()
     finally:
         server.stop()

@@ -58,7 +58,9 @@ def error(r: redis.Redis, *args: object) -> str:
 # -- fan-out ------------------------------------------------------------------------
 
 
-def test_a_copy_the_subscriber_refuses_goes_to_its_dlq(server: NaradProcess, r: redis.Redis) -> None:
+def test_a_copy_the_subscriber_refuses_goes_to_its_dlq(
+    server: NaradProcess, r: redis.Redis
+) -> None:
     src, dlq = create(r, name("src")), create(r, name("dlq"))
     sub = create(r, name("sub"), "DLQ", dlq)
     assert r.execute_command("Q.SCHEMA", "SET", sub, NEEDS_N) == 1
