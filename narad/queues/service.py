@@ -494,11 +494,14 @@ class QueueService:
     ) -> None:
         """Fan-out copies the subscriber's schema refused: never appended to it, but
         dead-lettered (with the refusal in `schema_error`) when its DLQ takes them, else
-        dropped; counted in `schema_rejected` either way. The caller then logs the
+        dropped (also when copying flows from the DLQ into the subscriber); counted in
+        `schema_rejected` either way. The caller then logs the
         subscription's position past them, in the same commit."""
         stream = queue.stream
         _log_refusal("fan-out copy", stream, source, [f for f, _ in refused], refused[0][1])
         dlq = self._dlq(queue)
+        if dlq is not None and self.reaches(dlq.stream, stream):
+            dlq = None  # its letters would be copied back here, refused again, forever
         if dlq is not None:
             letters = []
             for fields, refusal in refused:

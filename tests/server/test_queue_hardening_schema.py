@@ -175,3 +175,20 @@ def test_redrive_to_the_origin_checks_its_schema(r: redis.Redis) -> None:
     length = r.xlen(q)
     assert error(r, "Q.REDRIVE", dlq).startswith("SCHEMA $")
     assert r.xlen(q) == length and stats(r, dlq)[b"visible"] == 2
+
+
+def test_a_dlq_that_feeds_the_subscriber_does_not_take_its_refused_copies(
+    r: redis.Redis,
+) -> None:
+    """The source is the subscriber's DLQ: a refused copy sent there would be copied
+    back and refused again without end, so it is dropped."""
+    src = create(r, name("src"))
+    sub = create(r, name("sub"), "DLQ", src)
+    assert r.execute_command("Q.SCHEMA", "SET", sub, NEEDS_N) == 1
+    assert r.execute_command("Q.SUBSCRIBE", sub, src) == b"OK"
+    r.execute_command("Q.PUSH", src, "bad", '{"n": 1}')
+    wait_until(lambda: len(payloads(r, sub)) == 1)
+    r.execute_command("Q.PUSH", src, '{"n": 2}')  # forwarding goes on
+    wait_until(lambda: len(payloads(r, sub)) == 2)
+    assert stats(r, sub)[b"schema_rejected"] == 1
+    assert r.xlen(src) == 3
