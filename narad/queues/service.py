@@ -331,6 +331,7 @@ class QueueService:
             stream.log_op(["q.dead", 1, offsets])
             return
         letters, sent, refused = [], [], []
+        first: tuple[bytes, PayloadError] | None = None  # the first refused: ID, why
         for rec in read_records(stream, offsets):
             t = unpack(queue.tracked[rec.offset])
             fields = without(decode_fields(rec.payload), ORIGIN_FIELDS)
@@ -346,11 +347,12 @@ class QueueService:
                 sent.append(rec.offset)
             else:
                 refused.append(rec.offset)
-                _log_refusal("dead letter", dlq.stream, stream, [fields], refusal)
+                first = first or (ids.fmt(record_id(rec)), refusal)
         if letters:
             self.append(dlq.stream, letters)
             stream.log_op(["q.dead", 0, sent])
-        if refused:
+        if first is not None:
+            _log_refusal("dead letter", dlq.stream, stream, len(refused), *first)
             stream.log_op(["q.dead", 1, refused])
 
     def _dlq(self, queue: Queue) -> Queue | None:
@@ -498,7 +500,9 @@ class QueueService:
         `schema_rejected` either way. The caller then logs the
         subscription's position past them, in the same commit."""
         stream = queue.stream
-        _log_refusal("fan-out copy", stream, source, [f for f, _ in refused], refused[0][1])
+        fields, refusal = refused[0]
+        first_id = field_value(fields, b"source_id") or b""
+        _log_refusal("fan-out copy", stream, source, len(refused), first_id, refusal)
         dlq = self._dlq(queue)
         if dlq is not None and self.reaches(dlq.stream, stream):
             dlq = None  # its letters would be copied back here, refused again, forever
@@ -632,18 +636,23 @@ class QueueService:
 
 
 def _log_refusal(
-    what: str, target: Stream, source: Stream, entries: list[list[bytes]], first: PayloadError
+    what: str,
+    target: Stream,
+    source: Stream,
+    count: int,
+    first_id: bytes,
+    refusal: PayloadError,
 ) -> None:
-    """One line for entries a schema kept out of `target`, naming the first."""
+    """One line for `count` entries of `source` a schema kept out of `target`; the
+    first one's ID there and its refusal."""
     logger.warning(
         "schema refused %s: target=%r from=%r count=%d first_id=%s error=%r",
         what,
         target.key,
         source.key,
-        len(entries),
-        (field_value(entries[0], b"source_id") or field_value(entries[0], b"origin_id") or b"")
-        .decode("ascii", "replace"),
-        str(first),
+        count,
+        first_id.decode("ascii", "replace"),
+        str(refusal),
     )
 
 

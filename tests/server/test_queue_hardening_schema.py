@@ -128,7 +128,7 @@ def test_copies_stay_exactly_once_across_kill9(tmp_path: Path) -> None:
 # -- dead letters -------------------------------------------------------------------
 
 
-def test_a_dead_letter_the_dlq_refuses_is_dropped(r: redis.Redis) -> None:
+def test_a_dead_letter_the_dlq_refuses_is_dropped(server: NaradProcess, r: redis.Redis) -> None:
     dlq = create(r, name("dlq"))
     assert r.execute_command("Q.SCHEMA", "SET", dlq, NEEDS_N) == 1
     q = create(r, name("q"), "VISIBILITY", 1000, "MAXRECEIVES", 1, "DLQ", dlq)
@@ -139,6 +139,7 @@ def test_a_dead_letter_the_dlq_refuses_is_dropped(r: redis.Redis) -> None:
     assert payloads(r, dlq) == [b'{"n": 1}']
     s = stats(r, q)
     assert (s[b"dead_lettered"], s[b"dropped"], s[b"in_flight"], s[b"visible"]) == (1, 1, 0, 0)
+    assert server.log().count(f"schema refused dead letter: target=b'{dlq}' from=b'{q}'") == 1
 
 
 # -- redrive ------------------------------------------------------------------------
