@@ -15,6 +15,9 @@ committed, not because a command asked. Owned by the server, on the event loop.
   which makes the copy exactly-once across crashes.
 - Push consumers (Q.CONSUME): served at the end of each loop iteration, before the
   commit that their frames wait for.
+- Schemas: what the server appends on its own (copies, dead letters, redriven
+  messages) is judged by the target's schema first (`schema_refusal`), with the
+  produce path's validator; docs/queues.md says what a refused entry becomes.
 
 Every change to queue state goes through `Stream.log_op`, so replies and push frames
 leave only after the commit that makes their ops durable.
