@@ -373,3 +373,27 @@ def test_numbers_past_their_fields_in_an_older_data_dir(tmp_path: Path) -> None:
         r.close()
     finally:
         server.stop()
+
+
+def test_the_secret_and_counters_survive_a_snapshot(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Compaction writes the queue's state as one snapshot op; the receipt secret and
+    the schema_rejected count are part of it."""
+    from narad.streams import stream as stream_module
+
+    config = Config.load(None, [("dir", str(tmp_path / "data"))])
+    store = Store(config)
+    store.open()
+    stream = store.create_stream(0, b"q")
+    stream.log_op(["q.create", Settings().to_list(), b"s" * 16])
+    stream.log_op(["q.rejected", 3])
+    monkeypatch.setattr(stream_module, "STATE_COMPACT_BYTES", 0)
+    store.maintain()
+    assert stream.state.start_offset == stream.state.next_offset - 1  # one op: the snapshot
+    store.close()
+    store = Store(config)
+    store.open()
+    queue = store.get(0, b"q").queue  # type: ignore[union-attr]
+    assert queue is not None and (queue.secret, queue.schema_rejected) == (b"s" * 16, 3)
+    store.close()
