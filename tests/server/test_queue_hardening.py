@@ -397,3 +397,33 @@ def test_the_secret_and_counters_survive_a_snapshot(
     queue = store.get(0, b"q").queue  # type: ignore[union-attr]
     assert queue is not None and (queue.secret, queue.schema_rejected) == (b"s" * 16, 3)
     store.close()
+
+
+def test_a_snapshot_from_before_signed_receipts_opens(tmp_path: Path) -> None:
+    """An older snapshot holds no secret and three counters: the queue opens with
+    its counts, gets a secret and hands out receipts that ack."""
+    data = tmp_path / "old" / "data"
+    store = Store(Config.load(None, [("dir", str(data))]))
+    store.open()
+    stream = store.create_stream(0, b"q")
+    stream.log_op(["q.create", Settings().to_list()])
+    stream.add(1 << 64, [b"payload", b"m"])
+    snap = stream.snapshot_op()
+    queue = snap[7][:7]  # what older versions wrote: up to the subscriptions
+    queue[4] = [5, 6, 7]  # acked, dead_lettered, dropped
+    stream.log_op([*snap[:7], queue])
+    store.close()
+
+    server = NaradProcess(tmp_path / "old")
+    server.start()
+    try:
+        r = server.client(protocol=3)
+        s = r.execute_command("Q.STATS", "q")
+        assert (s[b"acked"], s[b"dead_lettered"], s[b"dropped"], s[b"schema_rejected"]) == (
+            5, 6, 7, 0,
+        )  # fmt: skip
+        [m] = r.execute_command("Q.POP", "q")
+        assert r.execute_command("Q.ACK", "q", m[b"receipt"]) == 1
+        r.close()
+    finally:
+        server.stop()
