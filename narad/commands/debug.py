@@ -12,6 +12,7 @@ from typing import TYPE_CHECKING, Any
 from narad.commands.args import parse_int
 from narad.commands.table import command, help_reply
 from narad.errors import CommandError, syntax, unknown_subcommand
+from narad.queues.queue import MAX_CLOCK_MS
 from narad.resp import SimpleString
 
 if TYPE_CHECKING:
@@ -64,11 +65,15 @@ def debug(client: Client, args: list[bytes]) -> Any:
         return clock.now_ms()
     if action == b"freeze" and len(args) in (3, 4):
         at = parse_int(args[3]) if len(args) == 4 else None
+        if at is not None and not 0 <= at <= MAX_CLOCK_MS:
+            raise CommandError(f"value is out of range, value must between 0 and {MAX_CLOCK_MS}")
         now = clock.freeze(at)
     elif action == b"advance" and len(args) == 4:
         step = parse_int(args[3])
         if step < 0:
             raise CommandError("the clock only moves forward")
+        if step > MAX_CLOCK_MS - clock.now_ms():  # queue deadlines must fit their field
+            raise CommandError(f"the clock cannot pass {MAX_CLOCK_MS}")
         now = clock.advance(step)
     elif action == b"resume" and len(args) == 3:
         clock.resume()

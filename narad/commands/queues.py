@@ -8,17 +8,25 @@ are the server's part (narad/queues/service.py).
 
 from __future__ import annotations
 
+import time
 from collections import deque
 from typing import TYPE_CHECKING, Any
 
-from narad.commands.args import parse_int, parse_timeout_ms
+from narad.commands.args import INT64_MAX, parse_int, parse_timeout_ms
 from narad.commands.deferred import can_hold, defer_entries
 from narad.commands.keys import glob_match
 from narad.commands.schema import check_payloads
 from narad.commands.table import COMMANDS, Block, command
 from narad.errors import CommandError, no_queue, syntax, wrong_arity
 from narad.log.format import entry_too_large
-from narad.queues.queue import MAX_RECEIVES, MAX_VISIBILITY_MS, Queue, Settings
+from narad.queues.queue import (
+    MAX_RECEIVES,
+    MAX_VISIBILITY_MS,
+    MAX_WAIT_MS,
+    Queue,
+    Settings,
+    new_secret,
+)
 from narad.queues.service import messages_reply, settings_reply
 from narad.resp import NULL_ARRAY, SimpleString
 from narad.streams import ids
@@ -31,20 +39,39 @@ if TYPE_CHECKING:
 OK = SimpleString("OK")
 MAX_POP_COUNT = 10_000
 
+# The range of every number option (docs/queues.md lists them). Each bound keeps what
+# is derived from the value inside the field it is packed into (narad/queues/queue.py):
+# a deadline or due time is now + at most MAX_WAIT_MS, below 2^44.
+RANGES: dict[str, tuple[int, int]] = {
+    "visibility": (0, MAX_VISIBILITY_MS),  # also Q.TOUCH's ms
+    "maxreceives": (0, MAX_RECEIVES),
+    "delay": (0, MAX_WAIT_MS),  # the setting, Q.PUSH DELAY and Q.NACK DELAY
+    "retention": (0, INT64_MAX),
+    "maxbytes": (0, INT64_MAX),
+    "dedupwindow": (0, MAX_WAIT_MS),
+    "count": (1, MAX_POP_COUNT),  # Q.POP
+    "prefetch": (1, MAX_POP_COUNT),
+    "redrive count": (1, INT64_MAX),
+    "time": (0, INT64_MAX),  # Q.SEEK TIME
+}
 
-def _ms(arg: bytes, name: str, maximum: int | None = None) -> int:
+
+def _ranged(arg: bytes, name: str) -> int:
+    """An integer in RANGES[name], with Redis's errors: `value is not an integer or
+    out of range` past a signed 64-bit integer, else Redis's range text."""
+    low, high = RANGES[name]
     value = parse_int(arg)
-    if value < 0 or (maximum is not None and value > maximum):
-        bound = f" and {maximum}" if maximum is not None else ""
-        more = "non-negative" if maximum is None else f"between 0{bound}"
-        raise CommandError(f"{name} must be {more}")
+    if not low <= value <= high:
+        raise CommandError(f"value is out of range, value must between {low} and {high}")
     return value
 
 
-def _positive(arg: bytes, name: str, maximum: int) -> int:
-    value = parse_int(arg)
-    if not 1 <= value <= maximum:
-        raise CommandError(f"{name} must be between 1 and {maximum}")
+def _block_ms(arg: bytes) -> int:
+    """A BLOCK timeout (0: forever) with Redis's texts: as Redis, a timeout whose end
+    (now + ms) is past a signed 64-bit integer is out of range."""
+    value = parse_timeout_ms(arg)
+    if value > INT64_MAX - time.time_ns() // 1_000_000:
+        raise CommandError("timeout is out of range")
     return value
 
 
@@ -67,12 +94,8 @@ def _parse_settings(client: Client, key: bytes, base: Settings, pairs: list[byte
     for i in range(0, len(pairs), 2):
         name = pairs[i].decode("utf-8", "replace").lower()
         raw = pairs[i + 1]
-        if name == "visibility":
-            values[name] = _ms(raw, "VISIBILITY", MAX_VISIBILITY_MS)
-        elif name == "maxreceives":
-            values[name] = _ms(raw, "MAXRECEIVES", MAX_RECEIVES)
-        elif name in ("delay", "retention", "maxbytes", "dedupwindow"):
-            values[name] = _ms(raw, name.upper())
+        if name in RANGES and name in Settings.NAMES:
+            values[name] = _ranged(raw, name)
         elif name == "dlq":
             if raw:
                 target = client.server.queues.get(client.db, raw)
@@ -113,7 +136,7 @@ def q_create(client: Client, args: list[bytes]) -> Any:
         return OK
     if stream is None:
         stream = store.create_stream(client.db, key)
-    stream.log_op(["q.create", settings.to_list()])
+    stream.log_op(["q.create", settings.to_list(), new_secret()])
     assert stream.queue is not None
     client.server.queues.apply_settings(stream.queue)
     client.server.key_written(client.db, key)
@@ -210,7 +233,7 @@ def q_push(client: Client, args: list[bytes]) -> Any:
     while i + 2 < len(args):  # options come first; at least one payload follows them
         option = args[i].lower()
         if option == b"delay":
-            delay = _ms(args[i + 1], "DELAY")
+            delay = _ranged(args[i + 1], "delay")
         elif option == b"dedup":
             dedup = args[i + 1]
         else:
@@ -297,11 +320,11 @@ def q_pop(client: Client, args: list[bytes]) -> Any:
     count, visibility, block = 1, queue.settings.visibility, None
     for option, value in _options(args):
         if option == b"count":
-            count = _positive(value, "COUNT", MAX_POP_COUNT)
+            count = _ranged(value, "count")
         elif option == b"visibility":
-            visibility = _ms(value, "VISIBILITY", MAX_VISIBILITY_MS)
+            visibility = _ranged(value, "visibility")
         elif option == b"block":
-            block = parse_timeout_ms(value)
+            block = _block_ms(value)
         else:
             raise syntax()
     delivered = service.deliver_raw(queue, count, visibility)
@@ -341,7 +364,7 @@ def q_nack(client: Client, args: list[bytes]) -> Any:
     queue = service.require(client, args[1])
     delay = 0
     if len(args) == 5 and args[3].lower() == b"delay":
-        delay = _ms(args[4], "DELAY")
+        delay = _ranged(args[4], "delay")
     elif len(args) != 3:
         raise syntax()
     service.nack(queue, args[2], delay)
@@ -359,7 +382,7 @@ def q_nack(client: Client, args: list[bytes]) -> Any:
 def q_touch(client: Client, args: list[bytes]) -> Any:
     service = client.server.queues
     queue = service.require(client, args[1])
-    ms = _ms(args[3], "the visibility timeout", MAX_VISIBILITY_MS)
+    ms = _ranged(args[3], "visibility")
     service.touch(queue, args[2], ms)
     return OK
 
@@ -378,9 +401,9 @@ def q_consume(client: Client, args: list[bytes]) -> Any:
     prefetch, visibility = 10, queue.settings.visibility
     for option, value in _options(args):
         if option == b"prefetch":
-            prefetch = _positive(value, "PREFETCH", MAX_POP_COUNT)
+            prefetch = _ranged(value, "prefetch")
         elif option == b"visibility":
-            visibility = _ms(value, "VISIBILITY", MAX_VISIBILITY_MS)
+            visibility = _ranged(value, "visibility")
         else:
             raise syntax()
     if client.push_handler is not None:
@@ -482,7 +505,7 @@ def q_seek(client: Client, args: list[bytes]) -> Any:
     stream = queue.stream
     where = args[2].lower()
     if len(args) == 4 and where == b"time":
-        ms = _ms(args[3], "TIME")
+        ms = _ranged(args[3], "time")
         cursor = stream.data.offset_of_id(ms, 0)
     elif len(args) != 3:
         raise syntax()
@@ -515,7 +538,7 @@ def q_redrive(client: Client, args: list[bytes]) -> Any:
         if option == b"to":
             target = service.require(client, value)
         elif option == b"count":
-            count = _positive(value, "COUNT", 1 << 62)
+            count = _ranged(value, "redrive count")
         else:
             raise syntax()
     moved = 0
@@ -549,6 +572,7 @@ def q_stats(client: Client, args: list[bytes]) -> Any:
         **{k.encode(): v for k, v in queue.counts().items()},
         b"dead_lettered": queue.dead_lettered,
         b"dropped": queue.dropped,
+        b"schema_rejected": queue.schema_rejected,
         b"pushed": stream.entries_added,
         b"acked": queue.acked,
         b"oldest_visible_age_ms": oldest_age,

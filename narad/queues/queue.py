@@ -24,13 +24,23 @@ so replay rebuilds exactly the state that was live. An in-flight message whose
 deadline passed is made visible by `expire`, which the server's timer calls; that
 step is not logged because replay reaches the same state by calling it again.
 
-Receipts name one delivery: `<offset>-<delivery>` in hex, where `delivery` numbers
-the deliver op (one per Q.POP call or push) that handed the message out.
+Receipts name one delivery of one message of one queue: `<offset>-<delivery>-<mac>`,
+offset and delivery in hex (`delivery` numbers the deliver op, one per Q.POP call or
+push, that handed the message out) and `mac` the first 8 bytes of BLAKE2b keyed with
+the queue's secret over the rest, in hex (16 characters: hex is cheaper to make
+than base64 on the hot path). The secret
+is 16 random bytes carried by the queue's `q.create` op (or, for a queue created
+before receipts were signed, a `q.secret` op logged when it is first opened), so it
+survives restarts and a queue re-created under the same name gets a new one: a
+receipt cannot be forged, guessed from a message ID, or used on another queue.
 """
 
 from __future__ import annotations
 
+import hashlib
 import heapq
+import hmac
+import os
 from collections.abc import Iterable
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, NamedTuple
@@ -46,9 +56,18 @@ VISIBLE, IN_FLIGHT, DELAYED = 0, 1, 2
 STALE = -1  # `Queue.current` of a receipt of an older delivery (packed values are >= 0)
 MAX_VISIBILITY_MS = 12 * 3600 * 1000
 MAX_RECEIVES = (1 << 20) - 1  # the receive count stops here (it has 20 bits)
+# Delays (Q.PUSH, Q.NACK, the DELAY setting) and dedup windows: at most 365 days.
+MAX_WAIT_MS = 365 * 24 * 3600 * 1000
+_DUE_BITS = 44  # a deadline or due time in a packed value, an expiry in a dedup entry
+# The queue clock stays below this (DEBUG CLOCK refuses to pass it; the wall clock
+# reaches it in the year 2526), so now + MAX_WAIT_MS always fits in _DUE_BITS.
+MAX_CLOCK_MS = (1 << _DUE_BITS) - 1 - MAX_WAIT_MS
+DUE_MAX = (1 << _DUE_BITS) - 1
+_DELIVERY_MASK = (1 << 40) - 1  # a packed value holds a delivery number's low 40 bits
 _OFFSET_BITS = 40  # in timer entries
-_EXPIRES_BITS = 44  # in dedup entries
+_EXPIRES_BITS = _DUE_BITS  # in dedup entries
 _EXPIRES_MASK = (1 << _EXPIRES_BITS) - 1
+SECRET_BYTES = 16
 
 # -- tracked messages, one int each (about 200 bytes per message all told) -----------
 
@@ -62,7 +81,17 @@ class Tracked(NamedTuple):
 
 
 def pack(state: int, receives: int, delivery: int, due: int, first_ms: int) -> int:
+    """`due` must be at most DUE_MAX (the commands' ranges see to it; `fit_due` for a
+    value read from a log); a delivery number is kept modulo 2^40."""
+    delivery &= _DELIVERY_MASK
     return (((first_ms << 44 | due) << 40 | delivery) << 20 | receives) << 2 | state
+
+
+def fit_due(due: int) -> int:
+    """A due time from an op, within its packed field: ops written before the
+    commands bounded their numbers may hold more (the wait was then lost to overflow;
+    now it lasts until DUE_MAX)."""
+    return min(max(due, 0), DUE_MAX)
 
 
 def unpack(value: int) -> Tracked:
@@ -85,18 +114,40 @@ def delivery_of(value: int) -> int:
     return (value >> 22) & ((1 << 40) - 1)
 
 
-def receipt(offset: int, delivery: int) -> bytes:
-    return b"%x-%x" % (offset, delivery)
+_MAC_CHARS = 16  # 8 bytes in hex
 
 
-def parse_receipt(raw: bytes) -> tuple[int, int] | None:
-    offset, sep, delivery = raw.partition(b"-")
-    try:
-        if sep and offset and delivery:
-            return int(offset, 16), int(delivery, 16)
-    except ValueError:
-        pass
-    return None
+def new_secret() -> bytes:
+    return os.urandom(SECRET_BYTES)
+
+
+def mac_key(secret: bytes) -> hashlib.blake2b:
+    """A keyed BLAKE2b to copy for each receipt (cheaper than keying each time)."""
+    return hashlib.blake2b(digest_size=8, key=secret)
+
+
+def _mac(key: hashlib.blake2b, head: bytes) -> bytes:
+    h = key.copy()
+    h.update(head)
+    return h.hexdigest().encode()
+
+
+def receipt(key: hashlib.blake2b, offset: int, delivery: int) -> bytes:
+    """The receipt of delivery `delivery` of the message at `offset` (see above)."""
+    head = b"%x-%x" % (offset, delivery)
+    return head + b"-" + _mac(key, head)
+
+
+def parse_receipt(key: hashlib.blake2b, raw: bytes) -> tuple[int, int] | None:
+    """(offset, delivery) when `raw` is a receipt signed with `key`, else None."""
+    cut = len(raw) - _MAC_CHARS - 1  # where the "-" before the MAC is
+    if cut < 1 or raw[cut] != 0x2D:
+        return None
+    head = raw[:cut]
+    if not hmac.compare_digest(raw[cut + 1 :], _mac(key, head)):
+        return None
+    offset, _, delivery = head.partition(b"-")  # signed by us: well formed
+    return int(offset, 16), int(delivery, 16)
 
 
 # -- settings ---------------------------------------------------------------------------
@@ -141,9 +192,13 @@ class Subscription:
 
 
 class Queue:
-    def __init__(self, stream: Stream, settings: Settings) -> None:
+    def __init__(self, stream: Stream, settings: Settings, secret: bytes | None) -> None:
         self.stream = stream
         self.settings = settings
+        # None only between opening a queue made before receipts were signed and the
+        # `q.secret` op the server logs for it then (QueueService.opened).
+        self.secret = secret
+        self.mac_key = None if secret is None else mac_key(secret)
         self.cursor = stream.start
         self.tracked: dict[int, int] = {}
         self.ready: list[int] = []
@@ -152,6 +207,7 @@ class Queue:
         self.acked = 0
         self.dead_lettered = 0
         self.dropped = 0
+        self.schema_rejected = 0  # fan-out copies the queue's schema refused
         self.dedup: dict[bytes, int] = {}
         self.subs: dict[int, Subscription] = {}
         # Not durable: push-mode consumers (narad/queues/push.py) and what they hold.
@@ -275,7 +331,7 @@ class Queue:
         value = self.tracked.get(offset)
         if value is None or offset < self.stream.start:
             return None
-        if delivery_of(value) != delivery or not receives_of(value):
+        if delivery_of(value) != delivery & _DELIVERY_MASK or not receives_of(value):
             return STALE
         return value
 
@@ -319,20 +375,25 @@ class Queue:
             self.cursor,
             [[o, *unpack(v)] for o, v in self.tracked.items()],
             self.deliveries,
-            [self.acked, self.dead_lettered, self.dropped],
+            [self.acked, self.dead_lettered, self.dropped, self.schema_rejected],
             [[k, pack_id(v >> _EXPIRES_BITS), v & _EXPIRES_MASK] for k, v in self.dedup.items()],
             [[s.source, s.next, s.hint_data_offset, s.initial] for s in self.subs.values()],
+            self.secret,
         ]
 
     @classmethod
     def from_snapshot(cls, stream: Stream, raw: list[Any]) -> Queue:
-        settings, cursor, tracked, deliveries, counters, dedup, subs = raw
-        queue = cls(stream, Settings.from_list(settings))
+        # Snapshots written before receipts were signed end at `subs` and hold three
+        # counters.
+        settings, cursor, tracked, deliveries, counters, dedup, subs, *rest = raw
+        secret = bytes(rest[0]) if rest and rest[0] is not None else None
+        queue = cls(stream, Settings.from_list(settings), secret)
         queue.cursor = cursor
         for offset, *fields in tracked:
             queue._track(offset, pack(*fields))
         queue.deliveries = deliveries
-        queue.acked, queue.dead_lettered, queue.dropped = counters
+        queue.acked, queue.dead_lettered, queue.dropped, *rejected = counters
+        queue.schema_rejected = rejected[0] if rejected else 0
         queue.dedup = {
             bytes(k): unpack_id(sid) << _EXPIRES_BITS | expires for k, sid, expires in dedup
         }
@@ -413,7 +474,9 @@ def record_id(rec: Record) -> int:
 
 # -- ops ----------------------------------------------------------------------------------
 #
-# ["q.create", settings]              the stream becomes a queue
+# ["q.create", settings, secret]      the stream becomes a queue (no secret: made
+#                                     before receipts were signed)
+# ["q.secret", secret]                the receipt key of a queue that had none
 # ["q.config", settings]              new settings
 # ["q.deliver", delivery, deadline, now_ms, cursor, [offsets]]
 # ["q.ack", [offsets]]                consumer acks
@@ -426,6 +489,7 @@ def record_id(rec: Record) -> int:
 # ["q.seek", cursor]
 # ["q.sub", source_uid, next] / ["q.unsub", source_uid]
 # ["q.subpos", source_uid, next, data_offset]   forwarding progress (a hint: see push)
+# ["q.rejected", count]               fan-out copies the queue's schema refused
 
 
 def _queue(stream: Stream) -> Queue:
@@ -437,7 +501,15 @@ def _queue(stream: Stream) -> Queue:
 @op_handler("q.create")
 def _apply_create(stream: Stream, op: list[Any]) -> None:
     if stream.queue is None:
-        stream.queue = Queue(stream, Settings.from_list(op[1]))
+        secret = bytes(op[2]) if len(op) > 2 else None
+        stream.queue = Queue(stream, Settings.from_list(op[1]), secret)
+
+
+@op_handler("q.secret")
+def _apply_secret(stream: Stream, op: list[Any]) -> None:
+    queue = _queue(stream)
+    queue.secret = bytes(op[1])
+    queue.mac_key = mac_key(queue.secret)
 
 
 @op_handler("q.config")
@@ -448,6 +520,7 @@ def _apply_config(stream: Stream, op: list[Any]) -> None:
 @op_handler("q.deliver")
 def _apply_deliver(stream: Stream, op: list[Any]) -> None:
     _, delivery, deadline, now_ms, cursor, offsets = op
+    deadline = fit_due(deadline)
     queue = _queue(stream)
     tracked = queue.tracked
     # Every message delivered for the first time by this op gets the same value: one
@@ -477,7 +550,7 @@ def _apply_ack(stream: Stream, op: list[Any]) -> None:
 @op_handler("q.nack")
 def _apply_nack(stream: Stream, op: list[Any]) -> None:
     queue = _queue(stream)
-    due = op[1]
+    due = fit_due(op[1])
     for offset in op[2]:
         value = queue.tracked.get(offset)
         if value is None:
@@ -493,6 +566,7 @@ def _apply_nack(stream: Stream, op: list[Any]) -> None:
 def _apply_touch(stream: Stream, op: list[Any]) -> None:
     queue = _queue(stream)
     _, offset, deadline = op
+    deadline = fit_due(deadline)
     value = queue.tracked.get(offset)
     if value is not None:
         t = unpack(value)
@@ -502,7 +576,7 @@ def _apply_touch(stream: Stream, op: list[Any]) -> None:
 @op_handler("q.delay")
 def _apply_delay(stream: Stream, op: list[Any]) -> None:
     queue = _queue(stream)
-    due = op[1]
+    due = fit_due(op[1])
     for offset in op[2]:
         queue._track(offset, pack(DELAYED, 0, 0, due, 0))
 
@@ -512,7 +586,7 @@ def _apply_dedup(stream: Stream, op: list[Any]) -> None:
     _, key, sid, expires = op
     queue = _queue(stream)
     queue.dedup.pop(bytes(key), None)  # re-inserted last: insertion order is expiry order
-    queue.dedup[bytes(key)] = unpack_id(sid) << _EXPIRES_BITS | expires
+    queue.dedup[bytes(key)] = unpack_id(sid) << _EXPIRES_BITS | fit_due(expires)
 
 
 @op_handler("q.dead")
@@ -559,3 +633,7 @@ def _apply_subpos(stream: Stream, op: list[Any]) -> None:
     if sub is not None:
         sub.next, sub.hint_data_offset = next_offset, data_offset
 
+
+@op_handler("q.rejected")
+def _apply_rejected(stream: Stream, op: list[Any]) -> None:
+    _queue(stream).schema_rejected += op[1]

@@ -15,6 +15,9 @@ committed, not because a command asked. Owned by the server, on the event loop.
   which makes the copy exactly-once across crashes.
 - Push consumers (Q.CONSUME): served at the end of each loop iteration, before the
   commit that their frames wait for.
+- Schemas: what the server appends on its own (copies, dead letters, redriven
+  messages) is judged by the target's schema first (`schema_refusal`), with the
+  produce path's validator; docs/queues.md says what a refused entry becomes.
 
 Every change to queue state goes through `Stream.log_op`, so replies and push frames
 leave only after the commit that makes their ops durable.
@@ -35,6 +38,7 @@ from narad.queues.queue import (
     STALE,
     Queue,
     Settings,
+    new_secret,
     parse_receipt,
     read_records,
     receipt,
@@ -43,6 +47,7 @@ from narad.queues.queue import (
     unpack,
 )
 from narad.resp import BigNumber, Encoded, Push, encode_into
+from narad.schema.errors import PayloadError
 from narad.streams import ids
 from narad.streams.stream import Stream
 
@@ -56,7 +61,9 @@ logger = logging.getLogger("narad.queues")
 FORWARD_BATCH = 512  # records copied per subscription per loop iteration
 PUSH_BATCH = 32  # messages one push consumer takes per turn, for fairness
 SOURCE_FIELDS = (b"source", b"source_id")
-ORIGIN_FIELDS = (b"origin", b"origin_id", b"origin_receives", b"first_received_at")
+ORIGIN_FIELDS = (
+    b"origin", b"origin_id", b"origin_receives", b"first_received_at", b"schema_error",
+)  # fmt: skip
 
 Message = dict[bytes, Any]
 INT64_MAX = (1 << 63) - 1
@@ -114,6 +121,8 @@ class QueueService:
         """After the store opened: settings into the logs, subscription positions
         recovered, timers armed."""
         for queue in list(self.queues()):
+            if queue.secret is None:  # made before receipts were signed
+                queue.stream.log_op(["q.secret", new_secret()])
             self.apply_settings(queue)
             for sub in list(queue.subs.values()):
                 self.recover_subscription(queue, sub.source)
@@ -149,12 +158,9 @@ class QueueService:
 
     # -- delivering -------------------------------------------------------------------
 
-    def deliver(self, queue: Queue, count: int, visibility: int) -> list[Message]:
-        """Deliver up to `count` visible messages with deadline now + `visibility`."""
-        return [message(*d) for d in self.deliver_raw(queue, count, visibility)]
-
     def deliver_raw(self, queue: Queue, count: int, visibility: int) -> list[Delivered]:
-        """`deliver`, each message as its record, receipt and receive count."""
+        """Deliver up to `count` visible messages with deadline now + `visibility`,
+        each as its record, receipt and receive count."""
         now = self.clock.now_ms()
         self._expire(queue, now)
         offsets, cursor = queue.choose(count)
@@ -167,9 +173,10 @@ class QueueService:
         stream = queue.stream
         stream.log_op(["q.deliver", delivery, deadline, now, cursor, offsets])
         self.arm(deadline)
-        tracked = queue.tracked
+        tracked, key = queue.tracked, queue.mac_key
+        assert key is not None, "a queue opened by the server has its secret"
         return [
-            (rec, receipt(rec.offset, delivery), receives_of(tracked[rec.offset]))
+            (rec, receipt(key, rec.offset, delivery), receives_of(tracked[rec.offset]))
             for rec in read_records(stream, offsets)
         ]
 
@@ -217,12 +224,17 @@ class QueueService:
     def _resolve(
         self, queue: Queue, raw: bytes, in_flight: bool = False
     ) -> tuple[int, int | None]:
-        """The offset a receipt names and its tracked value (None: no longer tracked);
-        STALE errors for an older delivery, and with `in_flight` for a message not in
-        flight under this delivery."""
-        parsed = parse_receipt(raw)
+        """The offset a receipt names and its tracked value (None: no longer tracked).
+        Errors: `invalid receipt` for anything this queue did not sign (malformed,
+        forged, another queue's, a message ID); STALE for an older delivery, and with
+        `in_flight` for a message not in flight under this delivery."""
+        assert queue.mac_key is not None, "a queue opened by the server has its secret"
+        parsed = parse_receipt(queue.mac_key, raw)
         if parsed is None:
-            raise CommandError(f"invalid receipt '{raw.decode('utf-8', 'replace')}'")
+            raise CommandError(
+                f"invalid receipt '{raw.decode('utf-8', 'replace')}': "
+                f"not a receipt of queue '{queue.stream.key.decode('utf-8', 'replace')}'"
+            )
         offset, delivery = parsed
         value = queue.current(offset, delivery)
         if value == STALE:
@@ -306,9 +318,12 @@ class QueueService:
     # -- dead letters -----------------------------------------------------------------
 
     def dead_letter(self, queue: Queue, offsets: list[int]) -> None:
+        """Dead-letter messages of `queue`: appended to its DLQ, or dropped (and
+        counted in `dropped`) when it has none, the DLQ is gone, or the DLQ's schema
+        refuses the letter."""
         stream = queue.stream
-        dlq = self.get(stream.db, queue.settings.dlq) if queue.settings.dlq else None
-        if dlq is None or dlq is queue:
+        dlq = self._dlq(queue)
+        if dlq is None:
             if queue.settings.dlq:
                 logger.warning(
                     "queue %r: dead-letter queue %r is gone, dropping %d messages",
@@ -318,7 +333,8 @@ class QueueService:
                 )
             stream.log_op(["q.dead", 1, offsets])
             return
-        letters = []
+        letters, sent, refused = [], [], []
+        first: tuple[bytes, PayloadError] | None = None  # the first refused: ID, why
         for rec in read_records(stream, offsets):
             t = unpack(queue.tracked[rec.offset])
             fields = without(decode_fields(rec.payload), ORIGIN_FIELDS)
@@ -328,12 +344,54 @@ class QueueService:
                 b"origin_receives", b"%d" % t.receives,
                 b"first_received_at", b"%d" % t.first_ms,
             ]  # fmt: skip
-            letters.append(fields)
-        self.append(dlq.stream, letters)
-        stream.log_op(["q.dead", 0, offsets])
+            refusal = self.schema_refusal(dlq.stream, fields)
+            if refusal is None:
+                letters.append(fields)
+                sent.append(rec.offset)
+            else:
+                refused.append(rec.offset)
+                first = first or (ids.fmt(record_id(rec)), refusal)
+        if letters:
+            self.append(dlq.stream, letters)
+            stream.log_op(["q.dead", 0, sent])
+        if first is not None:
+            _log_refusal("dead letter", dlq.stream, stream, len(refused), *first)
+            stream.log_op(["q.dead", 1, refused])
+
+    def _dlq(self, queue: Queue) -> Queue | None:
+        """The queue's dead-letter queue, if it has one that still exists."""
+        if not queue.settings.dlq:
+            return None
+        dlq = self.get(queue.stream.db, queue.settings.dlq)
+        return None if dlq is queue else dlq
+
+    def schema_refusal(self, stream: Stream, fields: list[bytes]) -> PayloadError | None:
+        """Why `stream`'s schema refuses an entry the server appends on its own (a
+        fan-out copy, a dead letter, a redriven message); None: accepted, or no schema.
+
+        The entry is judged as its producer's entry was, by the produce path's own
+        validator (narad.schema.registry.Active): the fields the server adds
+        (SOURCE_FIELDS, ORIGIN_FIELDS) are set aside; what remains is judged as a
+        Q.PUSH payload when it is a lone `payload` field, else as XADD judges an entry.
+        """
+        active = self.store.validators.get(stream.uid)
+        if active is None:
+            return None
+        own = without(fields, SOURCE_FIELDS + ORIGIN_FIELDS)
+        try:
+            if len(own) == 2 and own[0] == b"payload":
+                active.check_payload(own[1])
+            else:
+                active.check_fields(own)
+        except PayloadError as refusal:
+            return refusal
+        return None
 
     def redrive(self, dlq: Queue, to: Queue | None, count: int) -> int:
-        """Move up to `count` visible dead letters back to their origin (or `to`)."""
+        """Move up to `count` visible dead letters back to their origin (or `to`),
+        oldest first, stopping before the first one that cannot move (its origin is
+        not a queue, or the target's schema refuses it): that one's error is raised
+        when it is the first, else the number moved before it is returned."""
         self._expire(dlq, self.clock.now_ms())
         offsets, cursor = dlq.choose(count)
         records = read_records(dlq.stream, offsets)
@@ -344,14 +402,23 @@ class QueueService:
             if target is None:
                 origin = field_value(fields, b"origin")
                 target = None if origin is None else self.get(dlq.stream.db, origin)
-                if target is None:
-                    dlq.unchoose(offsets)
-                    shown = (origin or b"").decode("utf-8", "replace")
-                    raise CommandError(
-                        f"message {ids.fmt(record_id(rec)).decode()} came from "
-                        f"'{shown}', which is not a queue now: name one with TO",
-                        "NOQUEUE",
-                    )
+            problem: CommandError | None = None
+            if target is None:
+                shown = (field_value(fields, b"origin") or b"").decode("utf-8", "replace")
+                problem = CommandError(
+                    f"message {ids.fmt(record_id(rec)).decode()} came from "
+                    f"'{shown}', which is not a queue now: name one with TO",
+                    "NOQUEUE",
+                )
+            else:
+                problem = self.schema_refusal(target.stream, fields)
+            if problem is not None:
+                dlq.unchoose(offsets)
+                if not moves:
+                    raise problem
+                # The same choice, cut before this one (nothing was logged meanwhile).
+                return self.redrive(dlq, to, len(moves))
+            assert target is not None
             moves.append((target, without(fields, ORIGIN_FIELDS)))
         for target, fields in moves:
             self.append(target.stream, [fields])
@@ -404,21 +471,53 @@ class QueueService:
                 if start >= end:
                     continue
                 records = source.data.read(start, count_max=min(end - start, FORWARD_BATCH))
-                copies = []
+                stream = queue.stream
+                copies: list[list[bytes]] = []
+                refused: list[tuple[list[bytes], PayloadError]] = []
                 for rec in records:
                     if rec.offset not in source.deleted:
                         fields = without(decode_fields(rec.payload), SOURCE_FIELDS)
                         fields += [b"source", source.key, b"source_id", ids.fmt(record_id(rec))]
-                        copies.append(fields)
+                        refusal = self.schema_refusal(stream, fields)
+                        if refusal is None:
+                            copies.append(fields)
+                        else:
+                            refused.append((fields, refusal))
                 if records:
-                    stream = queue.stream
                     if copies:
                         self.append(stream, copies)
+                    if refused:
+                        self._refused_copies(queue, source, refused)
                     copied = records[-1].offset + 1
                     stream.log_op(["q.subpos", sub.source, copied, stream.data.next_offset])
                     more = more or copied < end
         if more:
             self.server.schedule_flush()
+
+    def _refused_copies(
+        self, queue: Queue, source: Stream, refused: list[tuple[list[bytes], PayloadError]]
+    ) -> None:
+        """Fan-out copies the subscriber's schema refused: never appended to it, but
+        dead-lettered (with the refusal in `schema_error`) when its DLQ takes them, else
+        dropped (also when copying flows from the DLQ into the subscriber); counted in
+        `schema_rejected` either way. The caller then logs the
+        subscription's position past them, in the same commit."""
+        stream = queue.stream
+        fields, refusal = refused[0]
+        first_id = field_value(fields, b"source_id") or b""
+        _log_refusal("fan-out copy", stream, source, len(refused), first_id, refusal)
+        dlq = self._dlq(queue)
+        if dlq is not None and self.reaches(dlq.stream, stream):
+            dlq = None  # its letters would be copied back here, refused again, forever
+        if dlq is not None:
+            letters = []
+            for fields, refusal in refused:
+                letter = [*fields, b"origin", stream.key, b"schema_error", str(refusal).encode()]
+                if self.schema_refusal(dlq.stream, letter) is None:
+                    letters.append(letter)
+            if letters:
+                self.append(dlq.stream, letters)
+        stream.log_op(["q.rejected", len(refused)])
 
     def recover_subscription(self, queue: Queue, source_uid: int) -> None:
         """Find where copying from the source resumes: after the last copy this
@@ -491,9 +590,14 @@ class QueueService:
         self.server.schedule_flush()
 
     def serve(self) -> None:
-        """Push frames to consumers with room in their prefetch window."""
+        """Push frames to consumers with room in their prefetch window. A consumer is
+        given at most PREFETCH messages per call (one loop iteration): with VISIBILITY 0
+        a delivery is due again at once, and serving it again in the same call would
+        never end; the rest waits for the next iteration."""
         if self.subscribed:
             self.forward()
+        given: dict[PushConsumer, int] = {}
+        again: set[Queue] = set()
         while self.to_serve:
             queue = self.to_serve.pop()
             if queue.stream.queue is not queue:
@@ -503,25 +607,56 @@ class QueueService:
                 progress = False
                 for consumer in list(queue.consumers):
                     room = consumer.prefetch - len(consumer.held)
+                    quota = consumer.prefetch - given.get(consumer, 0)
                     if room <= 0 or consumer.client.closing:
                         continue
-                    messages = self.deliver(queue, min(room, PUSH_BATCH), consumer.visibility)
-                    if not messages:
+                    if quota <= 0:
+                        again.add(queue)
+                        continue
+                    delivered = self.deliver_raw(
+                        queue, min(room, quota, PUSH_BATCH), consumer.visibility
+                    )
+                    if not delivered:
                         break
-                    self._push(consumer, messages)
+                    given[consumer] = given.get(consumer, 0) + len(delivered)
+                    self._push(consumer, delivered)
                     progress = True
+        if again:
+            self.to_serve |= again
+            self.server.schedule_flush()
 
-    def _push(self, consumer: PushConsumer, messages: list[Message]) -> None:
+    def _push(self, consumer: PushConsumer, delivered: list[Delivered]) -> None:
         queue = consumer.queue
         name = queue.stream.key
-        for msg in messages:
-            offset, _ = parse_receipt(msg[b"receipt"]) or (0, 0)
+        for d in delivered:
+            offset = d[0].offset
             consumer.held.add(offset)
             queue.holder[offset] = consumer
-            consumer.client.push(Push([b"message", name, msg]))
+            consumer.client.push(Push([b"message", name, message(*d)]))
 
 
 # -- helpers ------------------------------------------------------------------------------
+
+
+def _log_refusal(
+    what: str,
+    target: Stream,
+    source: Stream,
+    count: int,
+    first_id: bytes,
+    refusal: PayloadError,
+) -> None:
+    """One line for `count` entries of `source` a schema kept out of `target`; the
+    first one's ID there and its refusal."""
+    logger.warning(
+        "schema refused %s: target=%r from=%r count=%d first_id=%s error=%r",
+        what,
+        target.key,
+        source.key,
+        count,
+        first_id.decode("ascii", "replace"),
+        str(refusal),
+    )
 
 
 def stale(raw: bytes, why: str) -> CommandError:
