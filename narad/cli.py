@@ -127,10 +127,26 @@ def _run_check(args: argparse.Namespace) -> int:
         print(f"narad check: no log folders at or under {root}", file=sys.stderr)
     with Progress(scan_bytes(folders), label="checking") as bar:
         report = check_logs(folders, args.repair, bar)
+    report.problems += _metadata_problems(root, args.repair)
     for problem in report.problems:
         print(problem_line(problem))
     print(summary_line(report))
     return 0 if report.clean else 1
+
+
+def _metadata_problems(root: Path, repair: bool) -> list[Problem]:
+    """The data dir's metadata ops that replay cannot apply (narad/metalog.py); with
+    `repair`, compacted away (store.repair_metadata), then checked again."""
+    from narad.metalog import check_metadata
+    from narad.store import repair_metadata
+
+    problems = check_metadata(root)
+    if problems and repair:
+        repair_metadata(root)
+        if not check_metadata(root):
+            for problem in problems:
+                problem.repaired = True
+    return problems
 
 
 def problem_line(problem: Problem) -> str:

@@ -21,7 +21,7 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, Any
 
-from narad.commands.args import parse_int, text
+from narad.commands.args import parse_int
 from narad.commands.table import command, container, help_reply
 from narad.errors import CommandError, no_queue, syntax
 from narad.resp import SimpleString
@@ -99,6 +99,17 @@ def _stream(client: Client, key: bytes) -> Stream:
     return stream
 
 
+def _sound(client: Client, key: bytes) -> Stream:
+    """The stream, for a subcommand that builds on its schema state: refused with the
+    fault's error while a metadata op of it cannot be applied (keyspace.py); GET,
+    VERSIONS and DROP (which resets the fault) still work."""
+    stream = _stream(client, key)
+    fault = client.server.store.schemas.faults.get(stream.uid)
+    if fault is not None:
+        raise fault.error()
+    return stream
+
+
 def _options(args: list[bytes], start: int, allowed: tuple[bytes, ...]) -> dict[bytes, bytes]:
     """`NAME value` pairs from args[start] on (names any case, the last one given
     wins); anything else is a syntax error."""
@@ -111,6 +122,14 @@ def _options(args: list[bytes], start: int, allowed: tuple[bytes, ...]) -> dict[
         out[name] = args[i + 1]
         i += 2
     return out
+
+
+def _field_name(field: bytes) -> str:
+    """FIELD names an XADD field, matched as UTF-8 text (payload.py)."""
+    try:
+        return field.decode("utf-8")
+    except UnicodeDecodeError:
+        raise CommandError("FIELD name is not UTF-8 text") from None
 
 
 def _mode(options: dict[bytes, bytes]) -> Mode | None:
@@ -127,11 +146,11 @@ def schema_set(client: Client, args: list[bytes]) -> Any:
     options = _options(args, 4, (b"compat", b"field"))
     mode = _mode(options)
     field = options.get(b"field")
-    stream = _stream(client, args[2])
+    stream = _sound(client, args[2])
     store = client.server.store
     uid = uid_key(stream.uid)
     op = store.schemas.registry.propose(
-        uid, args[3], mode, None if field is None else text(field)
+        uid, args[3], mode, None if field is None else _field_name(field)
     )
     if op is not None:
         store.schema_op(op)
@@ -177,7 +196,7 @@ def schema_versions(client: Client, args: list[bytes]) -> Any:
 )
 def schema_check(client: Client, args: list[bytes]) -> Any:
     mode = _mode(_options(args, 4, (b"compat",)))
-    stream = _stream(client, args[2])
+    stream = _sound(client, args[2])
     reasons = client.server.store.schemas.registry.check(uid_key(stream.uid), args[3], mode)
     if reasons:
         raise IncompatibleError(reasons)
@@ -192,7 +211,7 @@ def schema_compat(client: Client, args: list[bytes]) -> Any:
     if len(args) > 4:
         raise syntax()
     mode = parse_mode(args[3]) if len(args) == 4 else None
-    stream = _stream(client, args[2])
+    stream = _stream(client, args[2]) if mode is None else _sound(client, args[2])
     store = client.server.store
     uid = uid_key(stream.uid)
     if mode is None:

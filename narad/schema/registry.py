@@ -140,8 +140,9 @@ class Registry:
 
     def check(self, key: bytes, text: str | bytes, mode: Mode | str | None = None) -> list[Reason]:
         """Q.SCHEMA CHECK: reasons why `text` could not become the next version (empty
-        when it could); SchemaError when it is not a valid schema."""
-        schema = validate.load(text)
+        when it could); SchemaError when it is not a valid schema or the validation
+        engine cannot compile it."""
+        schema = validate.prepare(text).schema
         chosen = parse_mode(mode) if mode is not None else self.mode(key)
         olds = [v.schema for v in self._subject_versions(key)]
         from narad.schema import compat  # the checker loads on first use (~5 ms)

@@ -119,6 +119,19 @@ def _no_fetch() -> Any:
 
 def load(text: str | bytes) -> Schema:
     """Parse and check a schema text; raise SchemaError saying what is wrong."""
+    schema = _parse(text)
+    check(schema)
+    return schema
+
+
+def prepare(text: str | bytes) -> Validator:
+    """Parse, check and compile a schema text with the engines that will judge its
+    documents (SchemaError saying what is wrong): what a new version must pass, so
+    that applying it later, at any start, cannot fail."""
+    return compile(_parse(text))
+
+
+def _parse(text: str | bytes) -> Schema:
     if len(text) > SCHEMA_BYTES_MAX:
         raise SchemaError(f"longer than {SCHEMA_BYTES_MAX} bytes")
     try:
@@ -129,7 +142,6 @@ def load(text: str | bytes) -> Schema:
         raise SchemaError(f"not JSON: {error}") from None
     except RecursionError:
         raise SchemaError("nested too deeply") from None
-    check(schema)
     return schema
 
 
