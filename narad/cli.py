@@ -127,7 +127,7 @@ def _run_check(args: argparse.Namespace) -> int:
         print(f"narad check: no log folders at or under {root}", file=sys.stderr)
     with Progress(scan_bytes(folders), label="checking") as bar:
         report = check_logs(folders, args.repair, bar)
-    report.problems += _metadata_problems(root, args.repair)
+    report.problems += _metadata_problems(root, args.repair and report.clean)
     for problem in report.problems:
         print(problem_line(problem))
     print(summary_line(report))
@@ -136,7 +136,8 @@ def _run_check(args: argparse.Namespace) -> int:
 
 def _metadata_problems(root: Path, repair: bool) -> list[Problem]:
     """The data dir's metadata ops that replay cannot apply (narad/metalog.py); with
-    `repair`, compacted away (store.repair_metadata), then checked again."""
+    `repair` (only when the logs themselves are sound), compacted away
+    (store.repair_metadata), then checked again."""
     from narad.metalog import check_metadata
     from narad.store import repair_metadata
 

@@ -12,7 +12,7 @@ import pytest
 from hypothesis import HealthCheck, assume, example, given, settings
 from hypothesis import strategies as st
 
-from narad.schema import compile
+from narad.schema import compile, native
 from narad.schema.native import translate
 from narad.schema.validate import HAVE_RUST, reference_validator
 
@@ -66,13 +66,24 @@ def test_outside_the_subset(pattern: str) -> None:
 
 
 def _same_verdicts(pattern: str, texts: list[Any]) -> None:
-    validator = compile({"type": ["string", "integer"], "pattern": pattern})
+    """Every path that evaluates a regex keeps `re.search`'s verdict: the fast verdict,
+    the explanation, native.search itself, and python-jsonschema's `pattern` and
+    `patternProperties` (whose `re` is native.search), on lone surrogates too."""
+    schema = {"type": ["string", "integer"], "pattern": pattern}
+    validator = compile(schema)
     assert validator.native_patterns is (translate(pattern) is not None)
+    reference = reference_validator(schema)
+    names = reference_validator({"patternProperties": {pattern: False}})
     regex = re.compile(pattern)
-    for text in texts:
+    strings = [text for text in texts if isinstance(text, str)]
+    for text in [*texts, *(t + "\ud800" for t in strings), *("\udc00" + t for t in strings)]:
         expected = not isinstance(text, str) or regex.search(text) is not None
         assert validator.is_valid(text) is expected, (pattern, text, translate(pattern))
         assert (validator.first_error(text) is None) is expected, (pattern, text)
+        assert reference.is_valid(text) is expected, (pattern, text)
+        if isinstance(text, str):
+            assert native.search(pattern, text) is expected, (pattern, text)
+            assert names.is_valid({text: 1}) is not expected, (pattern, text)
 
 
 @pytest.mark.parametrize(("pattern", "rust"), SAFE)
