@@ -20,11 +20,11 @@ Owns what a valid schema is and which documents a schema accepts:
 - The fast backend is jsonschema-rs, used where its verdicts equal jsonschema's:
   `pattern` and `multipleOf` run Python keyword code inside it (native.search, and
   jsonschema's float rule), and schemas with `patternProperties` use jsonschema
-  itself. Without jsonschema-rs installed every schema uses jsonschema.
-  tests/schema prove the equivalence.
+  itself. (jsonschema-rs is required all the same: its regex engine runs every
+  pattern.) tests/schema prove the equivalence.
 - Verdicts (`is_valid`, the produce path) come from a second jsonschema-rs validator
-  that skips Python where that is proven not to matter: `pattern`s of the subset in
-  native.py run in Rust's regex engine (rewritten to keep `re`'s meaning), and a
+  that skips Python where that is proven not to matter: `pattern`s run directly in
+  Rust's regex engine (rewritten by native.py to keep `re`'s meaning), and a
   Python keyword is registered only when the schema uses it (any registered keyword
   makes jsonschema-rs copy the whole document first). Explanations (`first_error`)
   always come from the first validator, so every error text stays as it was.
