@@ -85,7 +85,7 @@ class Store:
         self._lock()
         self.meta = Log.open(self.root / "meta", self.log_config(STATE_SEGMENT_BYTES))
         state = MetaState(self.schemas, len(self.dbs))
-        state.replay(_records(self.meta))
+        state.replay(log_records(self.meta))
         self.next_uid, self._meta_ops = state.next_uid, state.ops
         for fault in state.faults:
             logger.error(
@@ -255,7 +255,7 @@ class Store:
             self._lock_fd = -1
 
 
-def _records(log: Log) -> Iterator[tuple[int, bytes]]:
+def log_records(log: Log) -> Iterator[tuple[int, bytes]]:
     """(offset, payload) of every record of `log` from its logical start."""
     offset = log.start_offset
     while batch := log.read(offset, count_max=4096):
@@ -286,7 +286,7 @@ def repair_metadata(root: Path) -> int:
     meta = Log.open(root / "meta", LogConfig(segment_bytes=STATE_SEGMENT_BYTES, segment_ms=0))
     try:
         state = MetaState(StreamSchemas(), DATABASES_ANY)
-        state.replay(_records(meta))
+        state.replay(log_records(meta))
         if state.faults:
             _compact(meta, state.snapshot_op(repaired=True))
         return len(state.faults)

@@ -20,7 +20,7 @@ import redis
 from narad.log import Log, LogConfig
 from narad.metalog import DATABASES_ANY, MetaState
 from narad.schema.keyspace import StreamSchemas
-from narad.store import _records
+from narad.store import log_records
 from tests.servers import NaradProcess
 
 DOC = {"type": "object", "properties": {"n": {"type": "integer"}}, "required": ["n"]}
@@ -36,7 +36,7 @@ def meta_state(data: Path) -> MetaState:
     meta = Log.open(data / "meta", LogConfig())
     try:
         state = MetaState(StreamSchemas(), DATABASES_ANY)
-        state.replay(_records(meta))
+        state.replay(log_records(meta))
         return state
     finally:
         meta.close()
