@@ -11,6 +11,7 @@ from __future__ import annotations
 import json
 import subprocess
 import sys
+from collections.abc import Iterator
 from pathlib import Path
 
 import msgpack
@@ -60,7 +61,7 @@ def uid_of(data: Path, key: bytes) -> int:
 
 
 @pytest.fixture
-def server(tmp_path: Path) -> NaradProcess:
+def server(tmp_path: Path) -> Iterator[NaradProcess]:
     process = NaradProcess(tmp_path / "narad")
     process.start()
     yield process
