@@ -26,10 +26,12 @@ from narad.commands.table import command, container, help_reply
 from narad.errors import CommandError, no_queue, syntax
 from narad.resp import SimpleString
 from narad.schema.errors import IncompatibleError
+from narad.schema.keyspace import Unavailable
 from narad.schema.keyspace import key as uid_key
 from narad.schema.modes import Mode, parse_mode
 
 if TYPE_CHECKING:
+    from narad.schema.registry import Active
     from narad.server import Client
     from narad.streams.stream import Stream
 
@@ -66,7 +68,7 @@ def check_entry(client: Client, stream: Stream, fields: list[bytes]) -> None:
     an object of strings, or the FIELD's value parsed as JSON). No schema: returns."""
     active = client.server.store.validators.get(stream.uid)
     if active is not None:
-        active.check_fields(fields)
+        _usable(active, stream).check_fields(fields)
 
 
 def check_payloads(client: Client, stream: Stream, payloads: list[bytes]) -> None:
@@ -85,8 +87,16 @@ def check_payloads(client: Client, stream: Stream, payloads: list[bytes]) -> Non
     """
     active = client.server.store.validators.get(stream.uid)
     if active is not None:
+        active = _usable(active, stream)
         for payload in payloads:
             active.check_payload(payload)
+
+
+def _usable(active: Active | Unavailable, stream: Stream) -> Active | Unavailable:
+    """`active`, unless it stands for a fault: then its error, naming the key."""
+    if isinstance(active, Unavailable):
+        raise active.fault.error(stream.key)
+    return active
 
 
 # -- the subcommands ------------------------------------------------------------------------
@@ -106,7 +116,7 @@ def _sound(client: Client, key: bytes) -> Stream:
     stream = _stream(client, key)
     fault = client.server.store.schemas.faults.get(stream.uid)
     if fault is not None:
-        raise fault.error()
+        raise fault.error(key)
     return stream
 
 

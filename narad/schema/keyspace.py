@@ -28,6 +28,7 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
 from narad.errors import CommandError
+from narad.schema.errors import clip
 
 if TYPE_CHECKING:
     from narad.schema.registry import Active, Op, Registry
@@ -49,9 +50,12 @@ class Fault:
     def describe(self) -> str:
         return f"its metadata op at meta offset {self.offset} cannot be applied: {self.what}"
 
-    def error(self) -> CommandError:
-        return CommandError(f"key is unavailable: {self.describe()} (run narad check --repair"
-                            " with the server stopped, or Q.SCHEMA DROP the key's schema)")
+    def error(self, name: bytes | None = None) -> CommandError:
+        """`ERR key 'name' is unavailable: ...`, naming the key when the caller knows it."""
+        key = "" if name is None else f"'{clip(name.decode(errors='replace'), 64)}' "
+        return CommandError(f"key {key}is unavailable: {self.describe()} (run narad check "
+                            "--repair with the server stopped, or Q.SCHEMA DROP the key's "
+                            "schema)")
 
 
 class Unavailable:

@@ -96,7 +96,7 @@ def test_unapplicable_schema_op_is_reported_and_repaired(server: NaradProcess) -
 
     server.start()  # the node starts on its own data
     r = server.client(decode_responses=True)
-    unavailable = f"key is unavailable: its metadata op at meta offset {bad} cannot be applied"
+    unavailable = f"key 'k' is unavailable: its metadata op at meta offset {bad} cannot be applied"
     with pytest.raises(redis.ResponseError, match=unavailable):
         r.execute_command("Q.PUSH", "k", '{"n": 1}')
     with pytest.raises(redis.ResponseError, match=unavailable):
