@@ -133,6 +133,7 @@ def _run_check(args: argparse.Namespace) -> int:
     try:
         with Progress(scan_bytes(folders), label="checking") as bar:
             report = check_logs(folders, args.repair, bar)
+        report.problems += _metadata_problems(root, args.repair and report.clean)
     finally:
         for fd in locks:
             os.close(fd)
@@ -169,6 +170,22 @@ def _check_locks(folders: list[Path], repair: bool) -> list[int] | None:
                 os.close(fd)
             return None
     return taken
+
+
+def _metadata_problems(root: Path, repair: bool) -> list[Problem]:
+    """The data dir's metadata ops that replay cannot apply (narad/metalog.py); with
+    `repair` (only when the logs themselves are sound), compacted away
+    (store.repair_metadata), then checked again."""
+    from narad.metalog import check_metadata
+    from narad.store import repair_metadata
+
+    problems = check_metadata(root)
+    if problems and repair:
+        repair_metadata(root)
+        if not check_metadata(root):
+            for problem in problems:
+                problem.repaired = True
+    return problems
 
 
 def problem_line(problem: Problem) -> str:

@@ -17,7 +17,8 @@ ops ("schema.set", "schema.compat", "schema.drop": narad/schema/registry.py) key
 the stream's uid (narad/schema/keyspace.py), so a schema follows its stream through
 RENAME and SWAPDB and goes with it on delete (the delete op implies it).
 A stream's folder is removed only after its delete op is durable, so a crash never
-leaves a key that the metadata log still names without its data.
+leaves a key that the metadata log still names without its data. Replay is
+narad/metalog.py's: an op that cannot be applied never stops the node from starting.
 
 Owned by the event loop thread.
 """
@@ -29,7 +30,7 @@ import logging
 import os
 import shutil
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -38,6 +39,7 @@ import msgpack
 from narad.config import Config
 from narad.log import FsyncPolicy, GroupCommit, Log, LogConfig, LogFailed
 from narad.log.lock import FolderBusy, lock_folder
+from narad.metalog import DATABASES_ANY, MetaState
 from narad.queues import queue as _queue_ops  # noqa: F401  (registers the queue ops)
 from narad.schema.keyspace import StreamSchemas
 from narad.streams.stream import Stream
@@ -83,16 +85,23 @@ class Store:
         self.root.mkdir(parents=True, exist_ok=True)
         self._lock()
         self.meta = Log.open(self.root / "meta", self.log_config(STATE_SEGMENT_BYTES))
-        self.schemas.loading()
-        names = self._replay_meta()
-        self.schemas.loaded()
+        state = MetaState(self.schemas, len(self.dbs))
+        state.replay(log_records(self.meta))
+        self.next_uid, self._meta_ops = state.next_uid, state.ops
+        for fault in state.faults:
+            logger.error(
+                "metadata op cannot be applied: log=%s offset=%d stream_uid=%s reason=%s; "
+                "skipped (run narad check --repair)",
+                self.meta.path, fault.offset, fault.uid, fault.what,
+            )
         streams_dir = self.root / "streams"
         streams_dir.mkdir(exist_ok=True)
-        for uid, (db, key) in names.items():
+        for uid, (db, key) in state.names.items():
             self.dbs[db][key] = self._open_stream(uid, db, key)
-        self._remove_orphans(streams_dir, set(names))
-        if self._meta_ops > META_COMPACT_OPS:
-            self._compact_meta()
+        if not state.faults:  # else a repair may need what looks orphaned or stale
+            self._remove_orphans(streams_dir, set(state.names))
+            if self._meta_ops > META_COMPACT_OPS:
+                self._compact_meta()
         self.loaded_s = time.monotonic() - start
         logger.info("opened %d streams in %.3f s", sum(len(db) for db in self.dbs), self.loaded_s)
 
@@ -108,42 +117,6 @@ class Store:
             retention_bytes=0 if segment_bytes else int(c["retention-bytes"]),  # type: ignore[call-overload]
             fsync=self.policy,
         )
-
-    def _replay_meta(self) -> dict[int, tuple[int, bytes]]:
-        assert self.meta is not None
-        names: dict[int, tuple[int, bytes]] = {}
-        offset = self.meta.start_offset
-        while batch := self.meta.read(offset, count_max=4096):
-            for rec in batch:
-                self._apply_meta(names, msgpack.unpackb(rec.payload, raw=True))
-                self._meta_ops += 1
-            offset = batch[-1].offset + 1
-        return names
-
-    def _apply_meta(self, names: dict[int, tuple[int, bytes]], op: list[Any]) -> None:
-        kind = op[0]
-        if kind == b"create" or kind == b"rename":
-            _, uid, db, key = op
-            names[uid] = (db, key)
-            self.next_uid = max(self.next_uid, uid + 1)
-        elif kind == b"delete":
-            names.pop(op[1], None)
-            self.schemas.forget(op[1])
-        elif kind == b"swapdb":
-            a, b = op[1], op[2]
-            for uid, (db, key) in list(names.items()):
-                if db in (a, b):
-                    names[uid] = (b if db == a else a, key)
-        elif kind == b"snap":
-            names.clear()
-            self.next_uid = op[1]
-            for uid, db, key in op[2]:
-                names[uid] = (db, key)
-            self.schemas.restore(op[3] if len(op) > 3 else [])
-        elif kind.startswith(b"schema."):
-            self.schemas.apply(op)
-        else:
-            raise ValueError(f"unknown metadata op {kind!r}")
 
     def _open_stream(self, uid: int, db: int, key: bytes) -> Stream:
         stream = Stream(
@@ -167,14 +140,7 @@ class Store:
     def _compact_meta(self) -> None:
         assert self.meta is not None
         live = [[s.uid, db, key] for db, keys in enumerate(self.dbs) for key, s in keys.items()]
-        self.meta.roll()
-        first = self.meta.next_offset
-        snap = ["snap", self.next_uid, live, self.schemas.snapshot()]
-        self.meta.append(msgpack.packb(snap, use_bin_type=False))
-        self.meta.write()
-        self.meta.sync()
-        self.meta.set_start(first)
-        self.meta.apply_retention()
+        _compact(self.meta, ["snap", self.next_uid, live, self.schemas.snapshot()])
         self._meta_ops = 1
 
     def _meta_op(self, op: list[Any]) -> None:
@@ -310,3 +276,41 @@ class Store:
         if self._lock_fd >= 0:
             os.close(self._lock_fd)
             self._lock_fd = -1
+
+
+def log_records(log: Log) -> Iterator[tuple[int, bytes]]:
+    """(offset, payload) of every record of `log` from its logical start."""
+    offset = log.start_offset
+    while batch := log.read(offset, count_max=4096):
+        for rec in batch:
+            yield rec.offset, rec.payload
+        offset = batch[-1].offset + 1
+
+
+def _compact(meta: Log, snap: list[Any]) -> None:
+    """Replace the metadata log's history by one snap op, durably: the snap is synced
+    before the logical start moves past the old ops and their segments go."""
+    meta.roll()
+    first = meta.next_offset
+    meta.append(msgpack.packb(snap, use_bin_type=False))
+    meta.write()
+    meta.sync()
+    meta.set_start(first)
+    meta.apply_retention()
+
+
+def repair_metadata(root: Path) -> int:
+    """`narad check --repair` for the metadata log of data dir `root`: when replay
+    meets ops it cannot apply, compact the log into a snapshot of what applied (a
+    faulted stream keeps its leading usable schema versions; a later version and its
+    later ops are dropped). Returns how many faults that removed. The caller holds the
+    data dir's lock (narad/log/lock.py), as `narad check --repair` does."""
+    meta = Log.open(root / "meta", LogConfig(segment_bytes=STATE_SEGMENT_BYTES, segment_ms=0))
+    try:
+        state = MetaState(StreamSchemas(), DATABASES_ANY)
+        state.replay(log_records(meta))
+        if state.faults:
+            _compact(meta, state.snapshot_op(repaired=True))
+        return len(state.faults)
+    finally:
+        meta.close()

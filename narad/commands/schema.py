@@ -21,15 +21,17 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, Any
 
-from narad.commands.args import parse_int, text
+from narad.commands.args import parse_int
 from narad.commands.table import command, container, help_reply
 from narad.errors import CommandError, no_queue, syntax
 from narad.resp import SimpleString
 from narad.schema.errors import IncompatibleError
+from narad.schema.keyspace import Unavailable
 from narad.schema.keyspace import key as uid_key
 from narad.schema.modes import Mode, parse_mode
 
 if TYPE_CHECKING:
+    from narad.schema.registry import Active
     from narad.server import Client
     from narad.streams.stream import Stream
 
@@ -66,7 +68,7 @@ def check_entry(client: Client, stream: Stream, fields: list[bytes]) -> None:
     an object of strings, or the FIELD's value parsed as JSON). No schema: returns."""
     active = client.server.store.validators.get(stream.uid)
     if active is not None:
-        active.check_fields(fields)
+        _usable(active, stream).check_fields(fields)
 
 
 def check_payloads(client: Client, stream: Stream, payloads: list[bytes]) -> None:
@@ -85,8 +87,16 @@ def check_payloads(client: Client, stream: Stream, payloads: list[bytes]) -> Non
     """
     active = client.server.store.validators.get(stream.uid)
     if active is not None:
+        active = _usable(active, stream)
         for payload in payloads:
             active.check_payload(payload)
+
+
+def _usable(active: Active | Unavailable, stream: Stream) -> Active | Unavailable:
+    """`active`, unless it stands for a fault: then its error, naming the key."""
+    if isinstance(active, Unavailable):
+        raise active.fault.error(stream.key)
+    return active
 
 
 # -- the subcommands ------------------------------------------------------------------------
@@ -96,6 +106,17 @@ def _stream(client: Client, key: bytes) -> Stream:
     stream = client.server.store.get(client.db, key)
     if stream is None:
         raise no_queue(key)
+    return stream
+
+
+def _sound(client: Client, key: bytes) -> Stream:
+    """The stream, for a subcommand that builds on its schema state: refused with the
+    fault's error while a metadata op of it cannot be applied (keyspace.py); GET,
+    VERSIONS and DROP (which resets the fault) still work."""
+    stream = _stream(client, key)
+    fault = client.server.store.schemas.faults.get(stream.uid)
+    if fault is not None:
+        raise fault.error(key)
     return stream
 
 
@@ -113,6 +134,14 @@ def _options(args: list[bytes], start: int, allowed: tuple[bytes, ...]) -> dict[
     return out
 
 
+def _field_name(field: bytes) -> str:
+    """FIELD names an XADD field, matched as UTF-8 text (payload.py)."""
+    try:
+        return field.decode("utf-8")
+    except UnicodeDecodeError:
+        raise CommandError("FIELD name is not UTF-8 text") from None
+
+
 def _mode(options: dict[bytes, bytes]) -> Mode | None:
     given = options.get(b"compat")
     return None if given is None else parse_mode(given)
@@ -127,11 +156,11 @@ def schema_set(client: Client, args: list[bytes]) -> Any:
     options = _options(args, 4, (b"compat", b"field"))
     mode = _mode(options)
     field = options.get(b"field")
-    stream = _stream(client, args[2])
+    stream = _sound(client, args[2])
     store = client.server.store
     uid = uid_key(stream.uid)
     op = store.schemas.registry.propose(
-        uid, args[3], mode, None if field is None else text(field)
+        uid, args[3], mode, None if field is None else _field_name(field)
     )
     if op is not None:
         store.schema_op(op)
@@ -177,7 +206,7 @@ def schema_versions(client: Client, args: list[bytes]) -> Any:
 )
 def schema_check(client: Client, args: list[bytes]) -> Any:
     mode = _mode(_options(args, 4, (b"compat",)))
-    stream = _stream(client, args[2])
+    stream = _sound(client, args[2])
     reasons = client.server.store.schemas.registry.check(uid_key(stream.uid), args[3], mode)
     if reasons:
         raise IncompatibleError(reasons)
@@ -192,7 +221,7 @@ def schema_compat(client: Client, args: list[bytes]) -> Any:
     if len(args) > 4:
         raise syntax()
     mode = parse_mode(args[3]) if len(args) == 4 else None
-    stream = _stream(client, args[2])
+    stream = _stream(client, args[2]) if mode is None else _sound(client, args[2])
     store = client.server.store
     uid = uid_key(stream.uid)
     if mode is None:

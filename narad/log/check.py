@@ -14,6 +14,8 @@ into problem kinds:
 - index: an index file that differs from the one a rebuild gives. Repairable.
 - checkpoint: a damaged or malformed checkpoint file. Not repairable.
 - io-error: a file that cannot be read (or, when repairing, written).
+- meta-op: a data dir's metadata op that replay cannot apply (found and repaired by
+  narad/metalog.py and store.repair_metadata, not here). Repairable.
 
 With `repair`, a torn tail is truncated (ftruncate, then fsync) and each bad index is
 rewritten. Nothing else is ever written, renamed or deleted.
@@ -83,6 +85,7 @@ class Kind(enum.Enum):
     INDEX = "index"
     CHECKPOINT = "checkpoint"
     IO_ERROR = "io-error"
+    META_OP = "meta-op"  # a metadata op replay cannot apply (narad/metalog.py)
 
 
 @dataclass

@@ -47,12 +47,12 @@ from __future__ import annotations
 
 import json
 import math
-import re
 from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass
 from functools import partial
 from typing import Any
 
+from narad.schema import native
 from narad.schema._document import (
     ANNOTATIONS,
     DRAFT_07,
@@ -100,12 +100,16 @@ def check(old_schemas: Sequence[Schema], new: Schema, mode: Mode = DEFAULT_MODE)
     reasons: list[Reason] = []
     for version, old in reversed(against):
         label = f"version {version}"
-        if mode.backward:
-            reasons += accepts_superset(new, old, wide_label="the new schema",
-                                        narrow_label=label, report="wide")
-        if mode.forward:
-            reasons += accepts_superset(old, new, wide_label=label,
-                                        narrow_label="the new schema", report="narrow")
+        try:
+            if mode.backward:
+                reasons += accepts_superset(new, old, wide_label="the new schema",
+                                            narrow_label=label, report="wide")
+            if mode.forward:
+                reasons += accepts_superset(old, new, wide_label=label,
+                                            narrow_label="the new schema", report="narrow")
+        except native.Unsupported as error:  # a version stored before patterns were checked
+            reasons.append(Reason("$", f"{label} cannot be compared: its {error}, which Narad "
+                                       "no longer runs (only COMPAT NONE can follow it)"))
     return list(dict.fromkeys(reasons))
 
 
@@ -733,7 +737,7 @@ class _Compare:
         as a whole; on the narrow side None reads "any value")."""
         if name in names:
             return at.sub("properties", name)
-        matching = [p for p in patterns if re.search(p, name)]
+        matching = [p for p in patterns if native.search(p, name)]
         if matching:
             return at.sub("patternProperties", matching[0]) if narrow else None
         if "additionalProperties" in at.node:

@@ -1,4 +1,11 @@
-"""Which `pattern`s jsonschema-rs may run with its own regex engine, and how.
+"""Narad's one regex engine: which patterns it runs, and running them in linear time.
+
+Every regex evaluation of the schema package goes through `search` (or through
+jsonschema-rs given `translate`'s text and the `regex` crate's options), so no pattern
+ever runs in Python's backtracking `re`: a `pattern`, a `patternProperties` or
+`propertyNames` regex and the compatibility checker's matching all take time linear
+in the string. A pattern outside the subset below is refused when a schema is checked
+(`problem` says why, naming the construct).
 
 jsonschema's verdict on `pattern` is Python's `re.search(pattern, string)`.
 jsonschema-rs reads a pattern as ECMA-262 and runs it with Rust's regex engine, which
@@ -11,7 +18,7 @@ classes and set operations inside `[...]`, and what an unescaped `{`, `}` or `]`
 and returns the text to give jsonschema-rs (None: outside the subset, keep Python's
 `re`). The subset:
 
-- literal ASCII letters, digits and ``_ - : @ / , = ! < > ' " % ; space``;
+- literal ASCII letters, digits and ``_ - : @ / , = ! < > ' " % ; # space``;
   escapes of the punctuation ``. ^ $ * + ? ( ) [ ] { } | \\ /`` and ``\\n \\t \\r``;
 - `.`, given to Rust as `[^\\n]` (any character but a newline, as in `re`);
 - classes `[...]` / `[^...]` of those characters, escapes and ranges between two
@@ -20,8 +27,9 @@ and returns the text to give jsonschema-rs (None: outside the subset, keep Pytho
 - groups `(...)` and `(?:...)` with alternatives `|` inside;
 - quantifiers `?`, `*`, `+`, `{n}`, `{n,}`, `{n,m}` (n <= m <= 1000), greedy only,
   after an atom;
-- `^` only as the first character and `$` only as the last (neither with a `|`
-  outside groups). `X$` is given to Rust as `X\\n?$`: a match of X may end at the
+- `^` only as the first character and `$` only as the last of a top-level
+  alternative (`^a|b$` is `(?:^a)|(?:b$)` in both engines: `|` binds loosest).
+  `X$` is given to Rust as `X\\n?$`: a match of X may end at the
   end of the string or just before one final newline, which is exactly what `$`
   means in `re` (X has no anchors, lookarounds or word boundaries, so where a match
   of X may end does not depend on what follows it).
@@ -32,8 +40,12 @@ patterns and strings (newlines, `\\r`, U+2028, Unicode digits and letters, ...).
 
 from __future__ import annotations
 
+import functools
+from collections.abc import Callable
+from typing import Any
+
 LITERALS = frozenset(
-    "abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789_-:@/,=!<>'\"%; "
+    "abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789_-:@/,=!<>'\"%;# "
 )
 ESCAPED = frozenset(".^$*+?()[]{}|\\/")
 CONTROL_ESCAPES = frozenset("ntr")
@@ -43,7 +55,7 @@ REPEAT_MAX = 1000
 
 
 class _Unsafe(Exception):
-    """The pattern is outside the subset."""
+    """The pattern is outside the subset; the message names the construct."""
 
 
 def translate(pattern: str) -> str | None:
@@ -52,6 +64,75 @@ def translate(pattern: str) -> str | None:
         return _Parser(pattern).top()
     except _Unsafe:
         return None
+
+
+class Unsupported(ValueError):
+    """`search` was given a pattern outside the subset (a schema checked before this
+    change may hold one): it has no linear-time meaning here."""
+
+
+def search(pattern: str, text: str) -> bool:
+    """`re.search(pattern, text) is not None`, in time linear in `text`, for a pattern
+    of the subset; Unsupported for any other.
+
+    A lone surrogate (Python strings can hold one, Rust's cannot) is given to Rust as
+    U+FFFD: a pattern of the subset names only ASCII characters, and a non-ASCII
+    character that is not a newline matches exactly the same atoms (`.`, negated
+    classes) whichever it is."""
+    match = _matcher(pattern)
+    try:
+        return match(text)
+    except UnicodeEncodeError:
+        return match(_without_surrogates(text))
+
+
+def problem(pattern: str) -> str | None:
+    """Why `pattern` cannot be run here (outside the subset, or past the engine's own
+    size limits), or None when `search` takes it."""
+    reason = refusal(pattern)
+    if reason is not None:
+        return reason
+    try:
+        _matcher(pattern)
+    except Exception:  # the translation is valid: only the engine's size limit is left
+        return "a regex larger than the engine's compiled-size limit"
+    return None
+
+
+def regex_options() -> Any:
+    """The options that make jsonschema-rs use Rust's linear-time `regex` crate."""
+    return _jsonschema_rs().RegexOptions()
+
+
+@functools.lru_cache(maxsize=4096)
+def _matcher(pattern: str) -> Callable[[str], bool]:
+    translated = translate(pattern)
+    if translated is None:
+        raise Unsupported(f"pattern {pattern!r} uses {refusal(pattern)}")
+    validator = _jsonschema_rs().validator_for({"pattern": translated},
+                                               pattern_options=regex_options())
+    is_valid: Callable[[str], bool] = validator.is_valid
+    return is_valid
+
+
+@functools.cache
+def _jsonschema_rs() -> Any:
+    import jsonschema_rs  # type: ignore[import-not-found, unused-ignore]
+
+    return jsonschema_rs
+
+
+def _without_surrogates(text: str) -> str:
+    return "".join("\ufffd" if "\ud800" <= char <= "\udfff" else char for char in text)
+
+
+def refusal(pattern: str) -> str | None:
+    """Why `pattern` is outside the subset (the construct, in a few words), or None."""
+    try:
+        _Parser(pattern).top()
+    except _Unsafe as error:
+        return str(error)
+    return None
 
 
 class _Parser:
@@ -64,39 +145,37 @@ class _Parser:
 
     def take(self) -> str:
         if self.at >= len(self.text):
-            raise _Unsafe
+            raise _Unsafe("an unterminated group, class or escape")
         char = self.text[self.at]
         self.at += 1
         return char
 
     def top(self) -> str:
-        text = self.text
-        start = "^" if text.startswith("^") else ""
-        end = ""
-        if text.endswith("$") and len(text) > len(start):
-            before = text[len(start): -1]
-            if (len(before) - len(before.rstrip("\\"))) % 2 == 0:  # not `\$`
-                end = "$"
-        self.text = text[len(start): len(text) - len(end)]
         body = self.alternatives(top=True)
         if self.at != len(self.text):
-            raise _Unsafe  # an unbalanced `)`
-        if (start or end) and len(body) > 1:
-            raise _Unsafe
-        return start + "|".join(body) + ("\\n?$" if end else "")
+            raise _Unsafe("an unbalanced ')'")
+        return "|".join(body)
 
     def alternatives(self, top: bool = False) -> list[str]:
-        out = [self.sequence()]
+        out = [self.sequence(top)]
         while self.peek() == "|":
             self.at += 1
-            out.append(self.sequence())
+            out.append(self.sequence(top))
         if not top and self.peek() != ")":
-            raise _Unsafe
+            raise _Unsafe("an unterminated group")
         return out
 
-    def sequence(self) -> str:
+    def sequence(self, top: bool = False) -> str:
+        """One alternative; at the top level it may start with `^` and end with `$`."""
         out = []
+        if top and self.peek() == "^":
+            self.at += 1
+            out.append("^")
         while self.peek() not in ("", "|", ")"):
+            if top and self.peek() == "$" and self.text[self.at + 1: self.at + 2] in ("", "|"):
+                self.at += 1
+                out.append("\\n?$")
+                break
             out.append(self.atom())
             out.append(self.quantifier())
         return "".join(out)
@@ -115,19 +194,19 @@ class _Parser:
             prefix = "("
             if self.peek() == "?":
                 if self.text[self.at: self.at + 2] != "?:":
-                    raise _Unsafe  # lookarounds, named groups, inline flags
+                    raise _Unsafe(_group_kind(self.text[self.at: self.at + 3]))
                 self.at += 2
                 prefix = "(?:"
             inner = self.alternatives()
             self.take()  # the `)`
             return prefix + "|".join(inner) + ")"
-        raise _Unsafe  # `^`/`$` inside, a stray quantifier, `{`, `}`, `]`, non-ASCII, ...
+        raise _Unsafe(_atom_kind(char))
 
     def escape(self) -> str:
         char = self.take()
         if char in ESCAPED or char in CONTROL_ESCAPES:
             return "\\" + char
-        raise _Unsafe  # classes (\d \w \s), anchors (\b \A \Z), backreferences, ...
+        raise _Unsafe(_escape_kind(char))
 
     def quantifier(self) -> str:
         char = self.peek()
@@ -137,19 +216,21 @@ class _Parser:
         elif char == "{":
             close = self.text.find("}", self.at)
             if close < 0:
-                raise _Unsafe
+                raise _Unsafe("an unterminated '{'")
             inside = self.text[self.at + 1: close]
             low, _, high = inside.partition(",")
             if not _digits(low) or (high and not _digits(high)):
-                raise _Unsafe
+                raise _Unsafe(f"the repetition '{{{inside}}}'")
             if int(low) > REPEAT_MAX or (high and not int(low) <= int(high) <= REPEAT_MAX):
-                raise _Unsafe
+                raise _Unsafe(f"the repetition '{{{inside}}}' (counts up to {REPEAT_MAX}, "
+                              "the lower first)")
             self.at = close + 1
             out = "{" + inside + "}"
         else:
             return ""
         if self.peek() in ("?", "*", "+", "{"):
-            raise _Unsafe  # lazy, possessive or repeated quantifiers
+            raise _Unsafe(f"the quantifier '{out}{self.peek()}' (lazy, possessive or "
+                          "repeated quantifiers)")
         return out
 
     def char_class(self) -> str:
@@ -164,7 +245,7 @@ class _Parser:
                 break
             if char == "-":
                 if items and self.peek() != "]":
-                    raise _Unsafe  # `-` only first or last, or in a range
+                    raise _Unsafe("a '-' inside a class that is not first, last or a range")
                 items.append("\\-")
                 continue
             if char == "\\" and self.peek() == "-":
@@ -175,16 +256,17 @@ class _Parser:
             elif char in CLASS_LITERALS:
                 item = char
             else:
-                raise _Unsafe  # `[`, `&`, `~`, `^` not first, non-ASCII, ...
+                raise _Unsafe(f"{_show(char)} inside a class")
             if self.peek() == "-" and self.text[self.at + 1: self.at + 2] not in ("]", ""):
                 self.at += 1
                 high = self.take()
                 if not _same_kind_range(item, high):
-                    raise _Unsafe
+                    raise _Unsafe(f"the class range '{item}-{high}' (only a-z, A-Z or 0-9 "
+                                  "ranges)")
                 item = f"{item}-{high}"
             items.append(item)
         if not items:
-            raise _Unsafe
+            raise _Unsafe("an empty class")
         out.extend(items)
         out.append("]")
         return "".join(out)
@@ -199,3 +281,38 @@ def _same_kind_range(low: str, high: str) -> bool:
         if first <= low <= last and first <= high <= last:
             return low <= high
     return False
+
+
+def _show(char: str) -> str:
+    return f"'{char}'" if char.isascii() and char.isprintable() else f"U+{ord(char):04X}"
+
+
+def _group_kind(head: str) -> str:
+    for lookaround in ("?<=", "?<!", "?=", "?!"):
+        if head.startswith(lookaround):
+            return f"the lookaround '({lookaround}...)'"
+    if head.startswith(("?P", "?<")):
+        return "a named group"
+    return f"the inline flag or special group '({head[:2]}...)'"
+
+
+def _atom_kind(char: str) -> str:
+    if char in "^$":
+        return f"'{char}' that is not the first or last character"
+    if char in "*+?{":
+        return f"the quantifier '{char}' with nothing to repeat"
+    if not char.isascii():
+        return f"the non-ASCII character {_show(char)} (not in the accepted subset)"
+    return f"the character {_show(char)} unescaped"
+
+
+def _escape_kind(char: str) -> str:
+    if char.isdigit():
+        return f"the backreference or octal escape '\\{char}'"
+    if char in "dDwWsS":
+        return (f"the class escape '\\{char}' (Unicode in Python, ASCII in ECMA-262: "
+                "write the class out, e.g. [0-9])")
+    if char in "bBAZz":
+        return f"the anchor '\\{char}'"
+    return f"the escape '\\{char}'" if char.isascii() and char.isprintable() else (
+        f"the escape of {_show(char)}")

@@ -5,8 +5,10 @@ Rules:
 
 - Every change is one op, a msgpack-able list, applied by `Registry.apply`; replaying
   the same ops in the same order rebuilds the same state. `apply` trusts its op (the
-  checks ran in `propose*` before the op was logged): it asserts consistency and
-  never raises a command error. Nothing else mutates the state.
+  checks ran in `propose*` before the op was logged, the schema compiled by the
+  engine that judges): it asserts consistency and never raises a command error. A
+  replayed op that still fails (damage, a bug) raises, and keyspace.py turns that
+  into a fault of its key; it never stops a start. Nothing else mutates the state.
 - `propose*` checks a command against the current state and returns the op to log, or
   None when nothing would change; it raises the command's error (errors.py) and never
   changes state. The server logs the op, then applies it.
@@ -140,8 +142,9 @@ class Registry:
 
     def check(self, key: bytes, text: str | bytes, mode: Mode | str | None = None) -> list[Reason]:
         """Q.SCHEMA CHECK: reasons why `text` could not become the next version (empty
-        when it could); SchemaError when it is not a valid schema."""
-        schema = validate.load(text)
+        when it could); SchemaError when it is not a valid schema or the validation
+        engine cannot compile it."""
+        schema = validate.prepare(text).schema
         chosen = parse_mode(mode) if mode is not None else self.mode(key)
         olds = [v.schema for v in self._subject_versions(key)]
         from narad.schema import compat  # the checker loads on first use (~5 ms)

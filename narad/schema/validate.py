@@ -5,18 +5,26 @@ Owns what a valid schema is and which documents a schema accepts:
 - A schema is JSON text for an object or a boolean, without duplicate keys, valid
   against its draft's meta-schema (2020-12 by default, draft-07 when `$schema` says
   so), plus the shape rules of `_document.py` (in-document references only).
+- Every regex of a schema (`pattern`, the names of `patternProperties`) is in the
+  subset of native.py, which runs in linear time with Python `re`'s meaning; any other
+  is refused, naming the construct. No string of a schema holds a lone surrogate
+  (JSON's `\ud800` escape), which the Rust engine cannot take; and a schema is
+  compiled by the engines that will judge documents before it is accepted, so a
+  schema that `check` accepts always compiles.
 - The verdict on a document is python-jsonschema's, with `format` an annotation (not
   asserted, the 2020-12 default; draft-07 is treated the same way). Nothing is ever
   fetched: references resolve inside the document or the schema is refused.
+  python-jsonschema's keyword modules evaluate patterns with `re.search`: their `re`
+  is pointed at native.search (`_linear_regexes`), so its verdicts keep `re`'s
+  meaning and never backtrack.
 - The fast backend is jsonschema-rs, used where its verdicts equal jsonschema's:
-  `pattern` and `multipleOf` run jsonschema's own Python code inside it (Python `re`
-  semantics, jsonschema's float rule), and schemas with `patternProperties` (whose
-  regexes jsonschema-rs would run with its own engine) use jsonschema itself. Without
-  jsonschema-rs installed every schema uses jsonschema. tests/schema prove the
-  equivalence.
+  `pattern` and `multipleOf` run Python keyword code inside it (native.search, and
+  jsonschema's float rule), and schemas with `patternProperties` use jsonschema
+  itself. (jsonschema-rs is required all the same: its regex engine runs every
+  pattern.) tests/schema prove the equivalence.
 - Verdicts (`is_valid`, the produce path) come from a second jsonschema-rs validator
-  that skips Python where that is proven not to matter: `pattern`s of the subset in
-  native.py run in Rust's regex engine (rewritten to keep `re`'s meaning), and a
+  that skips Python where that is proven not to matter: `pattern`s run directly in
+  Rust's regex engine (rewritten by native.py to keep `re`'s meaning), and a
   Python keyword is registered only when the schema uses it (any registered keyword
   makes jsonschema-rs copy the whole document first). Explanations (`first_error`)
   always come from the first validator, so every error text stays as it was.
@@ -32,6 +40,7 @@ import functools
 import importlib.util
 import json
 import re
+import types
 from collections.abc import Callable, Iterator
 from typing import TYPE_CHECKING, Any, Literal
 
@@ -40,6 +49,7 @@ from narad.schema._document import (
     DRAFT_07,
     Document,
     Draft,
+    Path,
     Schema,
     ShapeError,
     draft_of,
@@ -67,7 +77,24 @@ def _jsonschema() -> Any:
     import jsonschema  # type: ignore[import-untyped, unused-ignore]
     import jsonschema.exceptions  # type: ignore[import-untyped, unused-ignore]
 
+    _linear_regexes()
     return jsonschema
+
+
+def _linear_regexes() -> None:
+    """Point the `re` of python-jsonschema's keyword modules at native.search.
+
+    jsonschema evaluates every instance regex as `re.search(pattern, string)` and only
+    reads the result's truth: `pattern`, `patternProperties`, and the property
+    matching of `additionalProperties` (all patterns joined by `|`, a pattern of the
+    subset too when its parts are) and `unevaluatedProperties`. Everything else those
+    modules take from `re` stays `re`'s."""
+    from jsonschema import _keywords, _legacy_keywords, _utils
+
+    linear = types.SimpleNamespace(**{n: getattr(re, n) for n in dir(re) if not n.startswith("__")})
+    linear.search = lambda pattern, string, flags=0: native.search(pattern, string) or None
+    for module in (_keywords, _legacy_keywords, _utils):
+        module.re = linear
 
 
 @functools.cache
@@ -92,6 +119,19 @@ def _no_fetch() -> Any:
 
 def load(text: str | bytes) -> Schema:
     """Parse and check a schema text; raise SchemaError saying what is wrong."""
+    schema = _parse(text)
+    check(schema)
+    return schema
+
+
+def prepare(text: str | bytes) -> Validator:
+    """Parse, check and compile a schema text with the engines that will judge its
+    documents (SchemaError saying what is wrong): what a new version must pass, so
+    that applying it later, at any start, cannot fail."""
+    return compile(_parse(text))
+
+
+def _parse(text: str | bytes) -> Schema:
     if len(text) > SCHEMA_BYTES_MAX:
         raise SchemaError(f"longer than {SCHEMA_BYTES_MAX} bytes")
     try:
@@ -102,22 +142,65 @@ def load(text: str | bytes) -> Schema:
         raise SchemaError(f"not JSON: {error}") from None
     except RecursionError:
         raise SchemaError("nested too deeply") from None
-    check(schema)
     return schema
 
 
 def check(schema: Schema) -> Document:
-    """Check a parsed schema against its meta-schema and Narad's shape rules."""
+    """Check a parsed schema against its meta-schema and Narad's shape rules, and that
+    every regex in it runs in the linear-time engine (native.py)."""
     if not isinstance(schema, dict | bool):
         raise SchemaError(f"a schema is an object or a boolean, not {_kind(schema)}")
     try:
+        _check_unicode(schema)
         draft = draft_of(schema)
         _check_meta(schema, draft)
-        return Document.load(schema)
+        doc = Document.load(schema)
+        _check_regexes(doc)
+        return doc
     except ShapeError as error:
         raise SchemaError(error.reason, json_path(error.path)) from None
     except RecursionError:
         raise SchemaError("nested too deeply") from None
+
+
+def _check_unicode(schema: Schema) -> None:
+    """No key or string holds a lone surrogate (valid JSON escapes, but not text)."""
+    stack: list[tuple[Path, object]] = [((), schema)]
+    while stack:
+        path, value = stack.pop()
+        if isinstance(value, str) and _SURROGATE.search(value):
+            raise ShapeError(f"the string {clip(ascii(value), 80)} holds {_LONE}", path)
+        if isinstance(value, dict):
+            for name, item in value.items():
+                if _SURROGATE.search(name):  # the path shows the parent: replies are UTF-8
+                    raise ShapeError(f"the name {clip(ascii(name), 80)} holds {_LONE}", path)
+                stack.append(((*path, name), item))
+        elif isinstance(value, list):
+            stack.extend(((*path, index), item) for index, item in enumerate(value))
+
+
+_SURROGATE = re.compile("[\ud800-\udfff]")  # one class: no backtracking
+_LONE = "a lone surrogate (JSON's \\ud800-\\udfff escapes must pair up into one character)"
+
+
+def _check_regexes(doc: Document) -> None:
+    for path, node in doc.nodes:
+        if not isinstance(node, dict):
+            continue
+        pattern = node.get("pattern")
+        if isinstance(pattern, str):
+            _refuse_regex(pattern, (*path, "pattern"))
+        names = node.get("patternProperties")
+        if isinstance(names, dict):
+            for name in names:
+                _refuse_regex(name, (*path, "patternProperties", name))
+
+
+def _refuse_regex(pattern: str, path: Path) -> None:
+    why = native.problem(pattern)
+    if why is not None:
+        raise ShapeError(f"pattern {clip(pattern, 80)!r} uses {why}; Narad runs only "
+                         "patterns it can match in linear time", path)
 
 
 def _check_meta(schema: Schema, draft: Draft) -> None:
@@ -198,9 +281,14 @@ class Validator:
 def compile(schema: Schema, backend: Backend = "auto") -> Validator:
     """Check `schema` (SchemaError if invalid) and build its validator once."""
     doc = check(schema)
-    if backend == "rust" or (backend == "auto" and rust_fits(doc)):
-        return _rust(schema, doc)
-    return _reference(schema, doc.draft)
+    try:
+        if backend == "rust" or (backend == "auto" and rust_fits(doc)):
+            return _rust(schema, doc)
+        return _reference(schema, doc.draft)
+    except RecursionError:
+        raise SchemaError("nested too deeply") from None
+    except Exception as error:  # the engine's own limits; `check` should leave none
+        raise SchemaError(f"the validation engine refuses it: {error}") from None
 
 
 def rust_fits(doc: Document) -> bool:
@@ -303,8 +391,8 @@ def _fast_rust(cls: Any, schema: Schema, doc: Document) -> tuple[Any, bool]:
     if native_patterns and rewrites:
         try:
             return cls(_with_patterns(schema, rewrites), **options,
-                       pattern_options=_jsonschema_rs().RegexOptions()), True
-        except Exception:  # a pattern Rust's engine refuses: keep Python's `re`
+                       pattern_options=native.regex_options()), True
+        except Exception:  # a pattern past Rust's size limits: `pattern` stays _Pattern
             keywords["pattern"] = _Pattern
             options["keywords"] = keywords
             return cls(schema, **options), False
@@ -379,14 +467,14 @@ def _is_number(value: object) -> bool:
 
 
 class _Pattern:
-    """`pattern` with Python's `re.search`, as jsonschema does."""
+    """`pattern` with `re.search`'s meaning, as jsonschema has it, run by native.search."""
 
     def __init__(self, parent: object, value: str, path: object) -> None:
-        self.regex = re.compile(value)
+        self.pattern = value
 
     def validate(self, instance: object) -> None:
-        if isinstance(instance, str) and not self.regex.search(instance):
-            raise ValueError(f"{instance!r} does not match {self.regex.pattern!r}")
+        if isinstance(instance, str) and not native.search(self.pattern, instance):
+            raise ValueError(f"{instance!r} does not match {self.pattern!r}")
 
 
 class _MultipleOf:

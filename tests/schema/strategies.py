@@ -11,7 +11,7 @@ from typing import Any
 from hypothesis import strategies as st
 
 NAMES = ["a", "b", "c", "d"]
-PATTERNS = ["^a", "^[a-z]+$", "^\\d+$", "\\w", "b$", "^.{0,3}$"]
+PATTERNS = ["^a", "^[a-z]+$", "^[0-9]+$", "[a-zA-Z0-9_]", "b$", "^.{0,3}$", "^a|b$"]
 SCALARS = st.one_of(
     st.none(), st.booleans(), st.integers(-5, 5), st.sampled_from([0.5, 1.5, -2.5, 2.0]),
     st.sampled_from(["", "a", "b", "ab", "12", "x y"]),

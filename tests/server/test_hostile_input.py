@@ -66,18 +66,6 @@ CONFIG_SET_EXCLUDED = {
 }
 
 
-def known_bug(argv: list[bytes]) -> str | None:
-    """Inputs left out until the fix of the bug named lands (issue 16); each names the
-    class of input, not one example. The lead removes an entry once its fix is merged."""
-    name = b"|".join(a.lower() for a in argv[:2])
-    if name == b"q.schema|set" and any(b"\\ud8" in a or b"\\udf" in a for a in argv[3:4]):
-        # Class 1: a schema whose JSON text holds a lone surrogate is appended to the
-        # metadata log, then fails to compile: the error reply leaves the op behind,
-        # and the data dir no longer starts.
-        return "schema with a lone surrogate is logged before it is refused"
-    return None
-
-
 STREAM, QUEUE, SCHEMA_QUEUE = b"hostile:stream", b"hostile:queue", b"hostile:schema"
 GROUP = b"hostile-group"
 
@@ -330,7 +318,6 @@ def test_hostile_input(run: Run, name: str, data: st.DataObject) -> None:
     argv = data.draw(hostile_call(COMMANDS_DRAWN[name]))
     if name == "config|set":
         assume(not any(a.lower() in CONFIG_SET_EXCLUDED for a in argv[2:]))
-    assume(known_bug(argv) is None)
     run.example(argv)
 
 
@@ -368,7 +355,6 @@ def setting_or_schema(draw: st.DrawFn) -> list[bytes]:
 )
 @given(argv=setting_or_schema())
 def test_hostile_settings_and_schemas(run: Run, argv: list[bytes]) -> None:
-    assume(known_bug(argv) is None)
     run.example(argv)
 
 

@@ -1,0 +1,181 @@
+"""A committed metadata op that replay cannot apply never stops a node: the server
+starts, the key it concerns refuses writes with a clear error, the other keys work,
+one log line names the op's log and offset, `narad check` reports it and `--repair`
+removes it. Refused Q.SCHEMA commands append nothing (checked across a restart).
+
+Damage is written into a real data dir with the project's own log writer, as a bug
+that logged an unusable op would have written it."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+from collections.abc import Iterator
+from pathlib import Path
+
+import msgpack
+import pytest
+import redis
+
+from narad.log import Log, LogConfig
+from narad.metalog import DATABASES_ANY, MetaState
+from narad.schema.keyspace import StreamSchemas
+from narad.store import log_records
+from tests.servers import NaradProcess
+
+DOC = {"type": "object", "properties": {"n": {"type": "integer"}}, "required": ["n"]}
+
+
+def narad_check(data: Path, *options: str) -> subprocess.CompletedProcess[str]:
+    return subprocess.run([sys.executable, "-m", "narad", "check", str(data), *options],
+                          capture_output=True, text=True, timeout=120)
+
+
+def meta_state(data: Path) -> MetaState:
+    """What the data dir's metadata log says (the server must be stopped)."""
+    meta = Log.open(data / "meta", LogConfig())
+    try:
+        state = MetaState(StreamSchemas(), DATABASES_ANY)
+        state.replay(log_records(meta))
+        return state
+    finally:
+        meta.close()
+
+
+def append_meta_op(data: Path, op: list[object]) -> int:
+    """Append `op` to the metadata log as the server writes ops; returns its offset."""
+    meta = Log.open(data / "meta", LogConfig())
+    try:
+        offset = meta.next_offset
+        meta.append(msgpack.packb(op, use_bin_type=False))
+        meta.write()
+        meta.sync()
+        return offset
+    finally:
+        meta.close()
+
+
+def uid_of(data: Path, key: bytes) -> int:
+    return next(uid for uid, (_, name) in meta_state(data).names.items() if name == key)
+
+
+@pytest.fixture
+def server(tmp_path: Path) -> Iterator[NaradProcess]:
+    process = NaradProcess(tmp_path / "narad")
+    process.start()
+    yield process
+    process.stop()
+
+
+def test_lone_surrogate_schema_is_refused_and_appends_nothing(server: NaradProcess) -> None:
+    r = server.client(decode_responses=True)
+    r.execute_command("Q.CREATE", "k")
+    with pytest.raises(redis.ResponseError, match=r"invalid schema.*lone surrogate"):
+        r.execute_command("Q.SCHEMA", "SET", "k", '{"\\ud800": 1}')
+    with pytest.raises(redis.ResponseError, match=r"^FIELD name is not UTF-8 text$"):
+        r.execute_command("Q.SCHEMA", "SET", "k", '{"type":"object"}', "FIELD", b"\xff")
+    with pytest.raises(redis.ResponseError, match="lone surrogate"):
+        r.execute_command("Q.SCHEMA", "CHECK", "k", '{"const": "\\udc00"}')
+    assert r.ping()  # the connection lived through every refusal
+    server.restart()
+    r = server.client(decode_responses=True)
+    assert r.execute_command("Q.SCHEMA", "VERSIONS", "k") == []
+    assert r.execute_command("Q.SCHEMA", "SET", "k", json.dumps(DOC)) == 1
+
+
+def test_unapplicable_schema_op_is_reported_and_repaired(server: NaradProcess) -> None:
+    data = server.folder / "data"
+    r = server.client(decode_responses=True)
+    for key in ("k", "other"):
+        r.execute_command("Q.CREATE", key)
+        assert r.execute_command("Q.SCHEMA", "SET", key, json.dumps(DOC)) == 1
+    server.stop()
+    uid = uid_of(data, b"k")
+    bad = append_meta_op(data, ["schema.set", b"%d" % uid, 2, "{not json", None, "BACKWARD"])
+
+    server.start()  # the node starts on its own data
+    r = server.client(decode_responses=True)
+    unavailable = f"key 'k' is unavailable: its metadata op at meta offset {bad} cannot be applied"
+    with pytest.raises(redis.ResponseError, match=unavailable):
+        r.execute_command("Q.PUSH", "k", '{"n": 1}')
+    with pytest.raises(redis.ResponseError, match=unavailable):
+        r.execute_command("Q.SCHEMA", "SET", "k", json.dumps({"type": "object"}))
+    assert r.execute_command("Q.SCHEMA", "VERSIONS", "k") == [1]
+    r.execute_command("Q.PUSH", "other", '{"n": 1}')
+    with pytest.raises(redis.ResponseError, match=r"^SCHEMA"):
+        r.execute_command("Q.PUSH", "other", '{"n": "x"}')
+    lines = [line for line in server.log().splitlines() if "metadata op cannot be applied" in line]
+    assert len(lines) == 1, server.log()
+    assert f"log={data / 'meta'} offset={bad} stream_uid={uid} " in lines[0]
+    server.stop()
+
+    run = narad_check(data)
+    assert run.returncode == 1, run.stdout + run.stderr
+    assert f"meta-op: op at offset {bad} (stream uid {uid}) cannot be applied" in run.stdout
+    assert "[repairable with --repair]" in run.stdout
+    run = narad_check(data, "--repair")
+    assert run.returncode == 0, run.stdout + run.stderr
+    assert "[repaired]" in run.stdout
+    run = narad_check(data)
+    assert run.returncode == 0 and run.stdout.rstrip().endswith(": clean"), run.stdout
+
+    server.start()
+    r = server.client(decode_responses=True)
+    assert r.execute_command("Q.SCHEMA", "VERSIONS", "k") == [1]  # what applied is kept
+    r.execute_command("Q.PUSH", "k", '{"n": 1}')
+    with pytest.raises(redis.ResponseError, match=r"^SCHEMA"):
+        r.execute_command("Q.PUSH", "k", '{"n": "x"}')
+    assert r.execute_command("Q.SCHEMA", "SET", "k", json.dumps({**DOC, "title": "t"})) == 2
+    assert server.log().count("metadata op cannot be applied") == 1  # the first start's
+
+
+def test_garbage_metadata_record_keeps_every_stream(server: NaradProcess) -> None:
+    data = server.folder / "data"
+    r = server.client()
+    r.xadd("s", {"f": "v"})
+    server.stop()
+    bad = append_meta_op(data, ["rename", 99, "not-a-db", b"x"])
+    append_meta_op(data, ["create", 7])  # too short: not a create op
+
+    server.start()
+    r = server.client()
+    assert r.xlen("s") == 1  # nothing was removed as an orphan
+    r.xadd("s", {"f": "w"})
+    assert f"offset={bad} stream_uid=None" in server.log()
+    server.stop()
+    run = narad_check(data)
+    assert run.returncode == 1 and run.stdout.count("meta-op:") == 2, run.stdout
+    assert narad_check(data, "--repair").returncode == 0
+    server.start()
+    assert server.client().xlen("s") == 2
+    assert server.log().count("metadata op cannot be applied") == 2  # the first start's
+
+
+def test_stored_version_with_a_refused_pattern_starts_and_answers_why(
+        server: NaradProcess) -> None:
+    """A version stored before its pattern was refused (`\\d` is not in the linear-time
+    subset): the node starts, produce names the version and the construct, and
+    Q.SCHEMA DROP resets the key, across a restart too."""
+    data = server.folder / "data"
+    r = server.client(decode_responses=True)
+    r.execute_command("Q.CREATE", "k")
+    server.stop()
+    uid = uid_of(data, b"k")
+    text = json.dumps({"type": "string", "pattern": "^\\d+$"})
+    at = append_meta_op(data, ["schema.set", b"%d" % uid, 1, text, None, "BACKWARD"])
+
+    server.start()
+    r = server.client(decode_responses=True)
+    with pytest.raises(redis.ResponseError) as caught:
+        r.execute_command("Q.PUSH", "k", '"12"')
+    assert f"meta offset {at} cannot be applied: schema version 1 cannot be used" in str(
+        caught.value)
+    assert "class escape '\\d'" in str(caught.value)
+    assert r.execute_command("Q.SCHEMA", "GET", "k")["schema"] == text
+    assert r.execute_command("Q.SCHEMA", "DROP", "k") == 1
+    r.execute_command("Q.PUSH", "k", '"12"')
+    server.restart()
+    r = server.client(decode_responses=True)
+    r.execute_command("Q.PUSH", "k", '"x"')
+    assert r.execute_command("Q.SCHEMA", "VERSIONS", "k") == []

@@ -1,0 +1,97 @@
+"""Validation cost is bounded: every regex a schema holds runs in Rust's linear-time
+engine, on every path (the fast verdict, the explanation of a refusal, the
+python-jsonschema paths for patternProperties and lone surrogates, the
+compatibility checker), and a regex outside that engine's subset is refused at
+Q.SCHEMA SET naming the construct.
+
+Each case below is a classic catastrophic-backtracking input for Python's `re`
+(hours of CPU): the server judges it and still answers PING on another connection.
+The clients' socket timeout turns a stuck server into a failure, not a hang."""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Iterator
+
+import pytest
+import redis
+
+from tests.servers import NaradProcess
+
+EVIL = "^(a+)+$"
+ATTACK = "a" * 40 + "!"
+
+
+@pytest.fixture
+def r(shared_narad: NaradProcess) -> Iterator[redis.Redis]:
+    client = shared_narad.client(decode_responses=True, socket_timeout=60)
+    yield client
+    client.close()
+
+
+def still_answers(server: NaradProcess) -> None:
+    other = server.client(socket_timeout=10)
+    assert other.ping()
+    other.close()
+
+
+def test_backtracking_pattern_is_judged_in_linear_time(
+        r: redis.Redis, shared_narad: NaradProcess) -> None:
+    r.execute_command("Q.CREATE", "redos")
+    schema = {"type": "string", "pattern": EVIL}
+    assert r.execute_command("Q.SCHEMA", "SET", "redos", json.dumps(schema)) == 1
+    with pytest.raises(redis.ResponseError) as caught:
+        r.execute_command("Q.PUSH", "redos", json.dumps(ATTACK))  # refused, and explained
+    assert str(caught.value) == f"SCHEMA $: '{ATTACK}' does not match '{EVIL}' (version 1)"
+    with pytest.raises(redis.ResponseError, match=r"^SCHEMA \$: "):  # a lone surrogate: jsonschema
+        r.execute_command("Q.PUSH", "redos", '"' + "a" * 40 + '\\ud800"')
+    r.execute_command("Q.PUSH", "redos", json.dumps("a" * 40))
+    still_answers(shared_narad)
+
+
+def test_backtracking_pattern_properties_are_judged_in_linear_time(
+        r: redis.Redis, shared_narad: NaradProcess) -> None:
+    r.execute_command("Q.CREATE", "redos-props")
+    schema = {"type": "object", "patternProperties": {EVIL: {"type": "integer"}},
+              "additionalProperties": {"type": "string"}}
+    assert r.execute_command("Q.SCHEMA", "SET", "redos-props", json.dumps(schema)) == 1
+    r.execute_command("Q.PUSH", "redos-props", json.dumps({ATTACK: "x"}))
+    with pytest.raises(redis.ResponseError, match=r"^SCHEMA \$\.aaa: 'x' is not of type 'integer'"):
+        r.execute_command("Q.PUSH", "redos-props", json.dumps({"aaa": "x"}))
+    with pytest.raises(redis.ResponseError, match=r"is not of type 'string'"):
+        r.execute_command("Q.PUSH", "redos-props", json.dumps({ATTACK: 1}))
+    still_answers(shared_narad)
+
+
+def test_compatibility_checker_matches_in_linear_time(
+        r: redis.Redis, shared_narad: NaradProcess) -> None:
+    r.execute_command("Q.CREATE", "redos-compat")
+    v1 = {"type": "object", "patternProperties": {EVIL: {"type": "integer"}},
+          "properties": {ATTACK: {"type": "string"}}}
+    v2 = {**v1, "properties": {ATTACK: {"type": "string"}, "b": {"type": "string"}},
+          "additionalProperties": False}
+    assert r.execute_command("Q.SCHEMA", "SET", "redos-compat", json.dumps(v1)) == 1
+    with pytest.raises(redis.ResponseError, match=r"^INCOMPATIBLE "):
+        r.execute_command("Q.SCHEMA", "SET", "redos-compat", json.dumps(v2))
+    still_answers(shared_narad)
+
+
+@pytest.mark.parametrize(("pattern", "construct"), [
+    ("^(a)\\1$", "the backreference or octal escape '\\1'"),
+    ("^(?=a)a", "the lookaround '(?=...)'"),
+    ("^\\d+$", "the class escape '\\d'"),
+    ("(?i)abc", "the inline flag or special group '(?i...)'"),
+])
+def test_patterns_outside_the_linear_engine_are_refused(
+        r: redis.Redis, pattern: str, construct: str) -> None:
+    key = f"refused-{abs(hash(pattern))}"
+    r.execute_command("Q.CREATE", key)
+    for schema, where in (({"pattern": pattern}, "$.pattern"),
+                          ({"patternProperties": {pattern: {}}}, None)):
+        with pytest.raises(redis.ResponseError) as caught:
+            r.execute_command("Q.SCHEMA", "SET", key, json.dumps(schema))
+        message = str(caught.value)
+        assert message.startswith("invalid schema at "), message
+        assert where is None or message.startswith(f"invalid schema at {where}: "), message
+        assert f"pattern {pattern!r} uses {construct}" in message, message
+    assert r.execute_command("Q.SCHEMA", "VERSIONS", key) == []
