@@ -30,6 +30,8 @@ UNICODE = ("\u0661\u0663\u096b\uff11\U0001d7d8\u00b2\u216b\u00e9\u0130\u212a\u03
 TRICKY = ("aAbzZ09_-.:/ \n\r\t\u2028\u2029\u0085\u000b\u000c\u00a0\U0001f600$^[]{}()|\\?*+,"
           + UNICODE)
 TEXTS = st.text(alphabet=TRICKY, max_size=12)
+# any code point at all, surrogates included
+ANY_TEXTS = st.text(st.characters(exclude_categories=()), max_size=8)
 
 SAFE = [
     ("^ord_[a-z0-9]{8,32}$", "^ord_[a-z0-9]{8,32}\\n?$"),
@@ -224,6 +226,7 @@ def test_generated_subset_patterns_equal_re(pattern: str, data: st.DataObject | 
     texts: list[Any] = ["", "\n", "a\n"]
     if data is not None:
         texts += data.draw(st.lists(TEXTS, max_size=6))
+        texts += data.draw(st.lists(ANY_TEXTS, max_size=3))
         # strings `re` matches, and the same with line ends around them
         for _ in range(3):
             hit = data.draw(st.from_regex(pattern))

@@ -114,3 +114,15 @@ def test_class_escapes_have_pythons_unicode_meaning(r: redis.Redis) -> None:
     with pytest.raises(redis.ResponseError, match=r"^SCHEMA \$: "):  # Python: \d is no superscript
         r.execute_command("Q.PUSH", "dated", json.dumps("2024-0\u00b2"))
     assert r.execute_command("Q.STATS", "dated")["pushed"] == 3
+
+
+def test_a_lone_surrogate_is_in_no_class_escape(r: redis.Redis) -> None:
+    """A lone surrogate (JSON's "\\ud800") is, as in Python, a non-digit non-word
+    character: `\\D` and `\\W` match it, `\\w` does not."""
+    r.execute_command("Q.CREATE", "lone")
+    schema = json.dumps({"type": "string", "pattern": "^\\D\\W$"})
+    assert r.execute_command("Q.SCHEMA", "SET", "lone", schema) == 1
+    r.execute_command("Q.PUSH", "lone", '"\\ud800\\udbff"')
+    with pytest.raises(redis.ResponseError, match=r"^SCHEMA \$: "):
+        r.execute_command("Q.PUSH", "lone", '"\\ud800a"')
+    assert r.execute_command("Q.STATS", "lone")["pushed"] == 1
