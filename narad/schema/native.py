@@ -21,9 +21,12 @@ and returns the text to give jsonschema-rs (None: outside the subset, keep Pytho
 - literal ASCII letters, digits and ``_ - : @ / , = ! < > ' " % ; # space``;
   escapes of the punctuation ``. ^ $ * + ? ( ) [ ] { } | \\ /`` and ``\\n \\t \\r``;
 - `.`, given to Rust as `[^\\n]` (any character but a newline, as in `re`);
-- classes `[...]` / `[^...]` of those characters, escapes and ranges between two
-  letters or two digits (`a-z`, `0-9`), `-` also literally first or last; no `[`,
-  `&` or `~` inside (Rust's nested classes and set operations);
+- the class escapes `\\d \\w \\s \\D \\W \\S` with Python's Unicode meaning,
+  given to Rust as explicit classes of the code points `re` itself matches
+  (`class_escape`), never as Rust's own escapes, whose Unicode tables differ;
+- classes `[...]` / `[^...]` of those characters, escapes (class escapes too) and
+  ranges between two letters or two digits (`a-z`, `0-9`), `-` also literally first
+  or last; no `[`, `&` or `~` inside (Rust's nested classes and set operations);
 - groups `(...)` and `(?:...)` with alternatives `|` inside;
 - quantifiers `?`, `*`, `+`, `{n}`, `{n,}`, `{n,m}` (n <= m <= 1000), greedy only,
   after an atom;
@@ -34,8 +37,12 @@ and returns the text to give jsonschema-rs (None: outside the subset, keep Pytho
   means in `re` (X has no anchors, lookarounds or word boundaries, so where a match
   of X may end does not depend on what follows it).
 
+Word boundaries `\\b \\B` stay outside: Python's boundary is defined by its `\\w`,
+Rust's by Rust's own, and Rust has no lookaround to build Python's from the tables.
+
 tests/schema/test_native.py compares jsonschema-rs with `re.search` on generated
-patterns and strings (newlines, `\\r`, U+2028, Unicode digits and letters, ...).
+patterns and strings (newlines, `\\r`, U+2028, digits, letters and spaces of several
+scripts, lone surrogates, ...).
 """
 
 from __future__ import annotations
@@ -52,6 +59,8 @@ CONTROL_ESCAPES = frozenset("ntr")
 # inside [...]: the literals but `-`, plus punctuation that is literal there in both
 CLASS_LITERALS = (LITERALS - {"-"}) | frozenset(".*+?(){}|$")
 REPEAT_MAX = 1000
+CLASS_ESCAPES = frozenset("dDwWsS")  # Python's meaning: see class_escape
+CODE_POINTS = 0x110000
 
 
 class _Unsafe(Exception):
@@ -76,9 +85,10 @@ def search(pattern: str, text: str) -> bool:
     of the subset; Unsupported for any other.
 
     A lone surrogate (Python strings can hold one, Rust's cannot) is given to Rust as
-    U+FFFD: a pattern of the subset names only ASCII characters, and a non-ASCII
-    character that is not a newline matches exactly the same atoms (`.`, negated
-    classes) whichever it is."""
+    U+FFFD, which every atom of the subset matches exactly when it matches a
+    surrogate: literals are ASCII, and U+FFFD and the surrogates are in none of
+    `\\d \\w \\s` (checked when their tables are built), so in all of `.`, `\\D \\W \\S`
+    and the negated classes."""
     match = _matcher(pattern)
     try:
         return match(text)
@@ -206,6 +216,8 @@ class _Parser:
         char = self.take()
         if char in ESCAPED or char in CONTROL_ESCAPES:
             return "\\" + char
+        if char in CLASS_ESCAPES:
+            return "[" + class_escape(char) + "]"
         raise _Unsafe(_escape_kind(char))
 
     def quantifier(self) -> str:
@@ -251,6 +263,13 @@ class _Parser:
             if char == "\\" and self.peek() == "-":
                 self.at += 1
                 item = "\\-"
+            elif char == "\\" and self.peek() in CLASS_ESCAPES:
+                letter = self.take()
+                if self.peek() == "-" and self.text[self.at + 1: self.at + 2] not in ("]", ""):
+                    raise _Unsafe(f"the class range '\\{letter}-' (a class escape cannot "
+                                  "bound a range)")
+                items.append(class_escape(letter))
+                continue
             elif char == "\\":
                 item = self.escape()
             elif char in CLASS_LITERALS:
@@ -270,6 +289,66 @@ class _Parser:
         out.extend(items)
         out.append("]")
         return "".join(out)
+
+
+@functools.cache
+def class_escape(letter: str) -> str:
+    """What `\\<letter>` (d, w, s or their negations D, W, S) matches in a `re` str
+    pattern without flags, as the ranges of a Rust class (without its brackets).
+
+    Rust's `\\d \\w \\s` and `\\p{..}` come from other Unicode tables and
+    definitions, so the ranges are Python's own: the code points `re` itself matches
+    (`\\d` is str.isdecimal, `\\w` is isalnum or `_`, `\\s` is isspace, per
+    character). A negation is the complement, without the surrogates a Rust class
+    cannot hold (search gives Rust U+FFFD for one: see `_python_classes`)."""
+    ranges = _python_classes()[letter.lower()]
+    if letter.isupper():
+        ranges = _without_surrogate_block(_complement(ranges))
+    return "".join(f"\\x{{{low:X}}}" if low == high else f"\\x{{{low:X}}}-\\x{{{high:X}}}"
+                   for low, high in ranges)
+
+
+@functools.cache
+def _python_classes() -> dict[str, list[tuple[int, int]]]:
+    """The ranges of code points `re`'s `\\d`, `\\w` and `\\s` match, found by `re`
+    itself in one scan of every code point (~0.2 s, once per process).
+
+    Invariant `search` relies on: no surrogate and not U+FFFD is in any of them, so a
+    lone surrogate and U+FFFD are in exactly the same classes of the subset (all the
+    negated ones, none of the others) and matching either gives the same verdict."""
+    import re  # `\\d+` and the like on a fixed text: linear, and never a schema's regex
+
+    every = "".join(map(chr, range(CODE_POINTS)))
+    classes = {letter: [(found.start(), found.end() - 1)
+                        for found in re.finditer(f"\\{letter}+", every)]
+               for letter in "dws"}
+    for letter, ranges in classes.items():
+        for low, high in ranges:
+            if low <= 0xFFFD <= high or (low <= 0xDFFF and high >= 0xD800):
+                raise RuntimeError(f"re's \\{letter} holds U+FFFD or a surrogate: "
+                                   "search's surrogate rule no longer holds")
+    return classes
+
+
+def _complement(ranges: list[tuple[int, int]]) -> list[tuple[int, int]]:
+    out, start = [], 0
+    for low, high in ranges:
+        if start < low:
+            out.append((start, low - 1))
+        start = high + 1
+    if start < CODE_POINTS:
+        out.append((start, CODE_POINTS - 1))
+    return out
+
+
+def _without_surrogate_block(ranges: list[tuple[int, int]]) -> list[tuple[int, int]]:
+    out = []
+    for low, high in ranges:
+        if low < 0xD800:
+            out.append((low, min(high, 0xD7FF)))
+        if high > 0xDFFF:
+            out.append((max(low, 0xE000), high))
+    return out
 
 
 def _digits(text: str) -> bool:
@@ -309,10 +388,10 @@ def _atom_kind(char: str) -> str:
 def _escape_kind(char: str) -> str:
     if char.isdigit():
         return f"the backreference or octal escape '\\{char}'"
-    if char in "dDwWsS":
-        return (f"the class escape '\\{char}' (Unicode in Python, ASCII in ECMA-262: "
-                "write the class out, e.g. [0-9])")
-    if char in "bBAZz":
+    if char in "bB":
+        return (f"the word boundary '\\{char}' (Rust's has no exact form of Python's: "
+                "write what it stands for, e.g. (^|\\W)word)")
+    if char in "AZz":
         return f"the anchor '\\{char}'"
     return f"the escape '\\{char}'" if char.isascii() and char.isprintable() else (
         f"the escape of {_show(char)}")

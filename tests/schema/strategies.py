@@ -11,7 +11,8 @@ from typing import Any
 from hypothesis import strategies as st
 
 NAMES = ["a", "b", "c", "d"]
-PATTERNS = ["^a", "^[a-z]+$", "^[0-9]+$", "[a-zA-Z0-9_]", "b$", "^.{0,3}$", "^a|b$"]
+PATTERNS = ["^a", "^[a-z]+$", "^\\d+$", "\\w", "^[0-9]+$", "[a-zA-Z0-9_]", "b$", "^.{0,3}$",
+            "^a|b$", "^\\S+$"]
 SCALARS = st.one_of(
     st.none(), st.booleans(), st.integers(-5, 5), st.sampled_from([0.5, 1.5, -2.5, 2.0]),
     st.sampled_from(["", "a", "b", "ab", "12", "x y"]),
@@ -23,7 +24,9 @@ def json_values(depth: int = 2) -> st.SearchStrategy[Any]:
     """Any JSON value, small, with the awkward ones (1.0, big ints, unicode digits)."""
     leaves = st.one_of(
         SCALARS, st.integers(), st.floats(allow_nan=False, allow_infinity=False),
-        st.text(max_size=6), st.sampled_from(["a\n", "\u0661\u0662", "é", "abc", "1.0", 2**70]),
+        st.text(max_size=6),
+        st.sampled_from(["a\n", "\u0661\u0662", "é", "abc", "1.0", 2**70, "\u00b2", "a\u3000b",
+                         "e\u0301"]),
     )
     return st.recursive(
         leaves,

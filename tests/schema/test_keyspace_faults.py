@@ -14,7 +14,7 @@ from narad.schema.registry import COMPAT, DROP, SET
 
 GOOD = json.dumps({"type": "integer"})
 GOOD_2 = json.dumps({"type": "integer", "title": "two"})
-REFUSED_NOW = json.dumps({"type": "string", "pattern": "^\\d+$"})
+REFUSED_NOW = json.dumps({"type": "string", "pattern": "^(a)\\1$"})
 
 
 def set_op(uid: int, number: int, text: str) -> list[object]:
@@ -61,7 +61,7 @@ def test_an_unusable_latest_version_faults_and_the_repair_keeps_the_usable_ones(
     fault = schemas.faults[1]
     assert fault.offset == 1
     assert fault.what.startswith("schema version 2 cannot be used: ")
-    assert "class escape" in fault.what
+    assert "backreference" in fault.what
     with pytest.raises(CommandError, match="run narad check --repair"):
         schemas.active[1].check_fields([b"a", b"1"])
 

@@ -13,16 +13,25 @@ from hypothesis import HealthCheck, assume, example, given, settings
 from hypothesis import strategies as st
 
 from narad.schema import compile, native
-from narad.schema.native import translate
+from narad.schema.native import class_escape, translate
 from narad.schema.validate import HAVE_RUST, reference_validator
 
 pytestmark = pytest.mark.skipif(not HAVE_RUST, reason="jsonschema-rs is not installed")
 
 # Where Python's `re`, ECMA-262 and Rust's regex disagree: newlines and other line
-# ends, Unicode digits / letters / spaces, astral characters, metacharacters.
-TRICKY = ("aAbzZ09_-.:/ \n\r\t\u2028\u2029\u0085\u000b\u000c\u00a0\u0661\u00e9\u0130\u212a"
-          "\U0001f600$^[]{}()|\\?*+,")
+# ends, astral characters, metacharacters, and Unicode digits / letters / spaces of
+# several scripts, with the characters where Python's `\d \w \s` and Rust's differ:
+# Arabic-Indic, Devanagari, fullwidth and astral digits; superscript two and the
+# Roman numeral twelve (`\w` in Python, not `\d`); a combining acute and ZWJ (`\w` in
+# Rust only); Greek, Cyrillic, CJK, astral Deseret letters; U+001C (`\s` in Python
+# only), U+3000, ZWSP, BOM, U+FFFD (what Rust is given for a lone surrogate).
+UNICODE = ("\u0661\u0663\u096b\uff11\U0001d7d8\u00b2\u216b\u00e9\u0130\u212a\u03bb\u0436"
+           "\u4e2d\U00010400\u0301\u200d\u001c\u001f\u3000\u200b\ufeff\ufffd")
+TRICKY = ("aAbzZ09_-.:/ \n\r\t\u2028\u2029\u0085\u000b\u000c\u00a0\U0001f600$^[]{}()|\\?*+,"
+          + UNICODE)
 TEXTS = st.text(alphabet=TRICKY, max_size=12)
+# any code point at all, surrogates included
+ANY_TEXTS = st.text(st.characters(exclude_categories=()), max_size=8)
 
 SAFE = [
     ("^ord_[a-z0-9]{8,32}$", "^ord_[a-z0-9]{8,32}\\n?$"),
@@ -44,9 +53,14 @@ SAFE = [
     ("a|b$", "a|b\\n?$"),
     ("^[^#]*#?$", "^[^#]*#?\\n?$"),
     ("\\n\\.\\/", "\\n\\.\\/"),
+    ("^\\d$", f"^[{class_escape('d')}]\\n?$"),
+    ("[^\\s]\\S", f"[^{class_escape('s')}][{class_escape('S')}]"),
+    ("[\\w_-]", f"[{class_escape('w')}_\\-]"),
+    ("[-\\D\\W]", f"[\\-{class_escape('D')}{class_escape('W')}]"),
 ]
 UNSAFE = [
-    "^\\d+$", "\\w", "\\s", "\\bx", "\\Aa", "a\\Z", "(?i)a", "(?=a)", "(?<=a)b", "(?!a)",
+    "\\b", "\\B", "a\\b", "\\bx", "x\\B", "[\\d-z]", "[a-\\w]", "[\\s-\\d]", "[\\b]",
+    "\\Aa", "a\\Z", "(?i)a", "(?=a)", "(?<=a)b", "(?!a)",
     "(a)\\1", "(?P<n>a)", "a|^b^", "(^a)", "a$|b$c", "a$b", "a^", "é", "[é]", "[a-Z]",
     "[a-9]", "[]a]",
     "[[a]]", "[a&&b]", "[a~~b]", "[a--b]", "[a-z-0]", "a{,3}", "a{3,1}", "a{2000}", "a{", "}",
@@ -76,7 +90,8 @@ def _same_verdicts(pattern: str, texts: list[Any]) -> None:
     names = reference_validator({"patternProperties": {pattern: False}})
     regex = re.compile(pattern)
     strings = [text for text in texts if isinstance(text, str)]
-    for text in [*texts, *(t + "\ud800" for t in strings), *("\udc00" + t for t in strings)]:
+    for text in [*texts, *(t + "\ud800" for t in strings), *("\udc00" + t for t in strings),
+                 *(t[:1] + "\udbff" + t[1:] for t in strings)]:
         expected = not isinstance(text, str) or regex.search(text) is not None
         assert validator.is_valid(text) is expected, (pattern, text, translate(pattern))
         assert (validator.first_error(text) is None) is expected, (pattern, text)
@@ -94,11 +109,66 @@ def test_subset_verdicts_on_tricky_strings(pattern: str, rust: str) -> None:
     _same_verdicts(pattern, texts)
 
 
+# -- Python's class escapes ------------------------------------------------------------
+
+def _members(rust_class: str) -> set[int]:
+    """The code points of a class_escape text (`\\x{..}` and `\\x{..}-\\x{..}` items)."""
+    out: set[int] = set()
+    for low, high in re.findall(r"\\x\{([0-9A-F]+)\}(?:-\\x\{([0-9A-F]+)\})?", rust_class):
+        out.update(range(int(low, 16), int(high or low, 16) + 1))
+    return out
+
+
+def test_class_escapes_are_pythons_own_classes() -> None:
+    """Each class holds exactly the code points CPython's _sre gives the escape for a
+    str pattern (`\\d` Py_UNICODE_ISDECIMAL, `\\w` Py_UNICODE_ISALNUM or `_`, `\\s`
+    Py_UNICODE_ISSPACE), told here by str's methods; a negation holds every other code
+    point but the surrogates; U+FFFD is in the negations only, like a surrogate."""
+    every = [chr(code) for code in range(0x110000)]
+    surrogates = set(range(0xD800, 0xE000))
+    rules = {"d": str.isdecimal, "w": lambda c: c.isalnum() or c == "_", "s": str.isspace}
+    for letter, rule in rules.items():
+        members = {ord(c) for c in every if rule(c)}
+        assert _members(class_escape(letter)) == members, letter
+        assert _members(class_escape(letter.upper())) == (
+            set(range(0x110000)) - members - surrogates), letter
+        assert 0xFFFD in _members(class_escape(letter.upper()))
+        assert not members & surrogates
+
+
+@pytest.mark.parametrize("pattern", ["\\d", "\\W", "[\\s_]", "[^\\S]"])
+def test_rust_gets_no_escape_of_its_own_tables(pattern: str) -> None:
+    rust = translate(pattern)
+    assert rust is not None
+    assert not re.search(r"\\[dwsDWSpP]", rust), rust
+
+
+CLASS_ESCAPE_PATTERNS = [
+    "^\\d{4}-\\d{2}-\\d{2}$", "^\\d+$", "\\D", "^\\w+$", "\\W", "\\s", "^\\S+$",
+    "^[\\d_-]+$", "^[^\\s]+$", "[^\\W\\d_]", "^[\\w.-]+@[\\w-]+\\.\\w{2,}$",
+    "^\\s*\\w+(\\s+\\w+)*\\s*$", "^[\\D\\s]$", "[^\\D]",
+]
+
+
+@pytest.mark.parametrize("pattern", CLASS_ESCAPE_PATTERNS)
+def test_class_escape_verdicts_on_many_scripts(pattern: str) -> None:
+    texts = ["2024-01-31", "\u0662\u0660\u0662\u0664-\u0660\u0661-\u0663\u0661",
+             "\u0968\u0966\u0968\u096a-\u0966\u0967-\u0969\u0967", "\uff12\uff10\uff12\uff14-01-31",
+             "2024-01-3\u00b2", "abcd-01-31", "", "_", "a_b-c", "\u00e9t\u00e9", "e\u0301",
+             "\u03bb\u03cc\u03b3\u03bf\u03c2 \u0436\u0443\u043a", "\u4e2d\u6587",
+             "\U00010400\U0001d7d8",
+             "\u216b", "\u200d", "a\u00a0b", "a\u3000b", "\x1c", "\x1f", "\u200b", "\ufeff",
+             "\ufffd", " ", "\t\n", "x\n", "a.b@c-d.ef", "\u00e9@\u00e9.\u00e9\u00e9", "a@b.c",
+             "one two  three", " lead", "\u0661", "\U0001f600", 3]
+    _same_verdicts(pattern, texts)
+
+
 # -- patterns generated from the subset's grammar --------------------------------------
 
 LITERAL = st.sampled_from(list("abzAZ09_-:@/,=!<>'\"%; "))
-ESCAPE = st.sampled_from([f"\\{c}" for c in ".^$*+?()[]{}|\\/ntr"])
-CLASS_CHAR = st.sampled_from([*"abzAZ09_.*+?(){}|$:,", "\\]", "\\[", "\\-", "\\n", "\\\\"])
+ESCAPE = st.sampled_from([f"\\{c}" for c in ".^$*+?()[]{}|\\/ntrdDwWsS"])
+CLASS_CHAR = st.sampled_from([*"abzAZ09_.*+?(){}|$:,", "\\]", "\\[", "\\-", "\\n", "\\\\",
+                              *(f"\\{c}" for c in "dDwWsS")])
 RANGE = st.sampled_from(["a-z", "A-Z", "0-9", "b-c", "5-5", "a-a"])
 
 
@@ -156,6 +226,7 @@ def test_generated_subset_patterns_equal_re(pattern: str, data: st.DataObject | 
     texts: list[Any] = ["", "\n", "a\n"]
     if data is not None:
         texts += data.draw(st.lists(TEXTS, max_size=6))
+        texts += data.draw(st.lists(ANY_TEXTS, max_size=3))
         # strings `re` matches, and the same with line ends around them
         for _ in range(3):
             hit = data.draw(st.from_regex(pattern))
@@ -166,7 +237,7 @@ def test_generated_subset_patterns_equal_re(pattern: str, data: st.DataObject | 
 
 
 # Raw metacharacter soup: whatever `re` compiles and `translate` accepts must agree.
-SOUP = st.text(alphabet="ab0-^$.|()[]{},?*+:#\\nd\u00e9", max_size=10)
+SOUP = st.text(alphabet="ab0-^$.|()[]{},?*+:#\\ndwsDWS\u00e9", max_size=10)
 
 
 @SETTINGS

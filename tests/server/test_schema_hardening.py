@@ -79,7 +79,7 @@ def test_compatibility_checker_matches_in_linear_time(
 @pytest.mark.parametrize(("pattern", "construct"), [
     ("^(a)\\1$", "the backreference or octal escape '\\1'"),
     ("^(?=a)a", "the lookaround '(?=...)'"),
-    ("^\\d+$", "the class escape '\\d'"),
+    ("\\bword\\b", "the word boundary '\\b'"),
     ("(?i)abc", "the inline flag or special group '(?i...)'"),
 ])
 def test_patterns_outside_the_linear_engine_are_refused(
@@ -95,3 +95,34 @@ def test_patterns_outside_the_linear_engine_are_refused(
         assert where is None or message.startswith(f"invalid schema at {where}: "), message
         assert f"pattern {pattern!r} uses {construct}" in message, message
     assert r.execute_command("Q.SCHEMA", "VERSIONS", key) == []
+
+
+def test_class_escapes_have_pythons_unicode_meaning(r: redis.Redis) -> None:
+    """`\\d` is Python's: any Unicode decimal digit, so Arabic-Indic digits match."""
+    r.execute_command("Q.CREATE", "dated")
+    schema = '{"type":"string","pattern":"^\\\\d{4}-\\\\d{2}$"}'
+    assert json.loads(schema)["pattern"] == "^\\d{4}-\\d{2}$"
+    assert r.execute_command("Q.SCHEMA", "SET", "dated", schema) == 1
+    arabic_indic = "\u0662\u0660\u0662\u0664-\u0660\u0661"  # 2024-01
+    r.execute_command("Q.PUSH", "dated", json.dumps("2024-01"))
+    r.execute_command("Q.PUSH", "dated", json.dumps(arabic_indic))  # JSON escapes
+    r.execute_command("Q.PUSH", "dated", json.dumps(arabic_indic, ensure_ascii=False))  # UTF-8
+    with pytest.raises(redis.ResponseError) as caught:
+        r.execute_command("Q.PUSH", "dated", json.dumps("abcd-01"))
+    assert str(caught.value) == ("SCHEMA $: 'abcd-01' does not match '^\\\\d{4}-\\\\d{2}$' "
+                                 "(version 1)")
+    with pytest.raises(redis.ResponseError, match=r"^SCHEMA \$: "):  # Python: \d is no superscript
+        r.execute_command("Q.PUSH", "dated", json.dumps("2024-0\u00b2"))
+    assert r.execute_command("Q.STATS", "dated")["pushed"] == 3
+
+
+def test_a_lone_surrogate_is_in_no_class_escape(r: redis.Redis) -> None:
+    """A lone surrogate (JSON's "\\ud800") is, as in Python, a non-digit non-word
+    character: `\\D` and `\\W` match it, `\\w` does not."""
+    r.execute_command("Q.CREATE", "lone")
+    schema = json.dumps({"type": "string", "pattern": "^\\D\\W$"})
+    assert r.execute_command("Q.SCHEMA", "SET", "lone", schema) == 1
+    r.execute_command("Q.PUSH", "lone", '"\\ud800\\udbff"')
+    with pytest.raises(redis.ResponseError, match=r"^SCHEMA \$: "):
+        r.execute_command("Q.PUSH", "lone", '"\\ud800a"')
+    assert r.execute_command("Q.STATS", "lone")["pushed"] == 1
