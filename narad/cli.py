@@ -113,7 +113,8 @@ def _add_check(subparsers: Subparsers) -> None:
         "--repair",
         action="store_true",
         help="truncate a torn tail of a last segment and rewrite bad indexes; "
-        "corruption is never repaired",
+        "remove metadata ops that cannot be applied; truncate a stream's state log at "
+        "its op that cannot be applied; corruption is never repaired",
     )
     parser.set_defaults(run=_run_check)
 
@@ -133,7 +134,9 @@ def _run_check(args: argparse.Namespace) -> int:
     try:
         with Progress(scan_bytes(folders), label="checking") as bar:
             report = check_logs(folders, args.repair, bar)
-        report.problems += _metadata_problems(root, args.repair and report.clean)
+        sound = args.repair and report.clean
+        report.problems += _metadata_problems(root, sound)
+        report.problems += _state_problems(root, sound)
     finally:
         for fd in locks:
             os.close(fd)
@@ -183,6 +186,21 @@ def _metadata_problems(root: Path, repair: bool) -> list[Problem]:
     if problems and repair:
         repair_metadata(root)
         if not check_metadata(root):
+            for problem in problems:
+                problem.repaired = True
+    return problems
+
+
+def _state_problems(root: Path, repair: bool) -> list[Problem]:
+    """The data dir's streams whose state log holds an op that replay cannot apply
+    (narad/streams/stream.py); with `repair` (only when the logs themselves are
+    sound), each state log is truncated at that op, then checked again."""
+    from narad.streams.stream import check_states, repair_states
+
+    problems = check_states(root)
+    if problems and repair:
+        repair_states(root)
+        if not check_states(root):
             for problem in problems:
                 problem.repaired = True
     return problems

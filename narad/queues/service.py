@@ -101,8 +101,10 @@ class QueueService:
     # -- finding queues ---------------------------------------------------------------
 
     def queues(self) -> Iterator[Queue]:
+        """Every available queue. An unavailable one (its state log could not be
+        replayed: narad/store.py) is never served, timed, fed nor copied from."""
         for stream in self.store.streams.values():
-            if stream.queue is not None:
+            if stream.queue is not None and stream.fault is None:
                 yield stream.queue
 
     def get(self, db: int, key: bytes) -> Queue | None:
@@ -326,7 +328,7 @@ class QueueService:
         if dlq is None:
             if queue.settings.dlq:
                 logger.warning(
-                    "queue %r: dead-letter queue %r is gone, dropping %d messages",
+                    "queue %r: dead-letter queue %r is gone or unavailable, dropping %d messages",
                     stream.key,
                     queue.settings.dlq,
                     len(offsets),
@@ -359,10 +361,13 @@ class QueueService:
             stream.log_op(["q.dead", 1, refused])
 
     def _dlq(self, queue: Queue) -> Queue | None:
-        """The queue's dead-letter queue, if it has one that still exists."""
+        """The queue's dead-letter queue, if it has one that still exists and is
+        available (an unavailable one takes no letters: they are dropped, as for a
+        DLQ that is gone)."""
         if not queue.settings.dlq:
             return None
-        dlq = self.get(queue.stream.db, queue.settings.dlq)
+        stream = self.store.dbs[queue.stream.db].get(queue.settings.dlq)
+        dlq = None if stream is None else stream.queue
         return None if dlq is queue else dlq
 
     def schema_refusal(self, stream: Stream, fields: list[bytes]) -> PayloadError | None:
@@ -466,6 +471,8 @@ class QueueService:
                 if source is None:  # the source was deleted: the subscription ends
                     queue.stream.log_op(["q.unsub", sub.source])
                     continue
+                if source.fault is not None:  # unavailable: copying waits for its repair
+                    continue
                 end = source.data.durable_end if always else source.data.written_end
                 start = max(sub.next, source.start)
                 if start >= end:
@@ -528,6 +535,8 @@ class QueueService:
         source = self.store.streams.get(source_uid)
         if source is None:
             stream.log_op(["q.unsub", source_uid])
+            return
+        if source.fault is not None:  # unavailable: recovered at the start after its repair
             return
         data = stream.data
         found: int | None = None

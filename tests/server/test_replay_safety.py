@@ -179,3 +179,152 @@ def test_stored_version_with_a_refused_pattern_starts_and_answers_why(
     r = server.client(decode_responses=True)
     r.execute_command("Q.PUSH", "k", '"x"')
     assert r.execute_command("Q.SCHEMA", "VERSIONS", "k") == []
+
+
+# -- state logs: a stream's consumer groups and a queue's state -------------------------
+
+
+def append_state_ops(data: Path, key: bytes, *payloads: bytes) -> int:
+    """Append records to `key`'s state log as the server writes its ops (a payload
+    is a packed op, or any bytes); returns the first one's offset."""
+    state = Log.open(data / "streams" / str(uid_of(data, key)) / "state", LogConfig())
+    try:
+        first = state.next_offset
+        for payload in payloads:
+            state.append(payload)
+        state.write()
+        state.sync()
+        return first
+    finally:
+        state.close()
+
+
+def op(*fields: object) -> bytes:
+    return msgpack.packb(list(fields), use_bin_type=True)
+
+
+def state_fault_lines(server: NaradProcess) -> list[str]:
+    return [line for line in server.log_path.read_text(errors="replace").splitlines()
+            if "state op cannot be applied" in line]
+
+
+def check_reports_and_repairs(data: Path, offset: int, why: str) -> None:
+    run = narad_check(data)
+    assert run.returncode == 1, run.stdout + run.stderr
+    assert f"state-op: op at offset {offset} cannot be applied: {why}" in run.stdout, run.stdout
+    assert "[repairable with --repair]" in run.stdout
+    run = narad_check(data, "--repair")
+    assert run.returncode == 0, run.stdout + run.stderr
+    assert "state-op:" in run.stdout and "[repaired]" in run.stdout
+    run = narad_check(data)
+    assert run.returncode == 0 and run.stdout.rstrip().endswith(": clean"), run.stdout
+
+
+def test_unapplicable_queue_op_leaves_the_queue_unavailable_until_repaired(
+        server: NaradProcess) -> None:
+    data = server.folder / "data"
+    r = server.client()
+    for key in ("q", "other"):
+        r.execute_command("Q.CREATE", key)
+        r.execute_command("Q.PUSH", key, "m1")
+        r.execute_command("Q.PUSH", key, "m2")
+    popped = r.execute_command("Q.POP", "q")
+    assert r.execute_command("Q.ACK", "q", popped[0][b"receipt"]) == 1
+    server.stop()
+    uid = uid_of(data, b"q")
+    # A wrong shape (the offsets are not a list), then an op it would have allowed.
+    bad = append_state_ops(data, b"q", op("q.ack", 5), op("q.take", 2, [1]))
+
+    server.start()  # the node starts on its own data
+    r = server.client()
+    why = "q.ack op: 'int' object is not iterable"
+    unavailable = (f"^key 'q' is unavailable: its state op at streams/{uid}/state offset {bad} "
+                   f"cannot be applied: {why} \\(run narad check --repair with the server "
+                   "stopped, or delete the key\\)$")
+    for command in (("Q.PUSH", "q", "m3"), ("Q.POP", "q"), ("Q.STATS", "q"), ("XLEN", "q"),
+                    ("XRANGE", "q", "-", "+"), ("EXISTS", "q"), ("Q.CONFIG", "q", "GET")):
+        with pytest.raises(redis.ResponseError, match=unavailable):
+            r.execute_command(*command)
+    assert r.execute_command("Q.POP", "other")[0][b"payload"] == b"m1"
+    assert r.dbsize() == 2 and sorted(r.keys()) == [b"other", b"q"]  # it is still there
+    lines = state_fault_lines(server)
+    assert len(lines) == 1, server.log()
+    assert f"log={data / 'streams' / str(uid) / 'state'} offset={bad} stream_uid={uid} " \
+        in lines[0]
+    server.stop()
+
+    check_reports_and_repairs(data, bad, why)
+    server.start()
+    r = server.client()
+    assert r.execute_command("Q.STATS", "q")[b"acked"] == 1  # as its ops left it before the bad one
+    message = r.execute_command("Q.POP", "q")
+    assert message[0][b"payload"] == b"m2"  # the q.take after it was not applied
+    r.execute_command("Q.PUSH", "q", "m3")
+    assert len(state_fault_lines(server)) == 1  # the first start's
+
+
+def test_unapplicable_group_op_leaves_the_stream_unavailable_until_repaired(
+        server: NaradProcess) -> None:
+    data = server.folder / "data"
+    r = server.client()
+    for key in ("s", "other"):
+        r.xadd(key, {"f": "1"}, id="1-1")
+        r.xadd(key, {"f": "2"}, id="2-1")
+        r.xgroup_create(key, "g", id="0")
+    r.xreadgroup("g", "c", {"s": ">"}, count=1)
+    server.stop()
+    uid = uid_of(data, b"s")
+    bad = append_state_ops(data, b"s", op("gdestroy", b"nope"), op("gdestroy", b"g"))
+
+    server.start()
+    r = server.client()
+    why = "gdestroy op: b'nope'"
+    unavailable = f"^key 's' is unavailable: its state op at streams/{uid}/state offset {bad} "
+    for command in (("XADD", "s", "*", "f", "3"), ("XREADGROUP", "GROUP", "g", "c", "STREAMS",
+                    "s", ">"), ("XINFO", "GROUPS", "s"), ("XPENDING", "s", "g"),
+                    ("XLEN", "s"), ("TYPE", "s"), ("RENAME", "s", "t")):
+        with pytest.raises(redis.ResponseError, match=unavailable):
+            r.execute_command(*command)
+    assert r.xreadgroup("g", "c", {"other": ">"}) == [[b"other", [
+        (b"1-1", {b"f": b"1"}), (b"2-1", {b"f": b"2"})]]]
+    lines = state_fault_lines(server)
+    assert len(lines) == 1 and f"offset={bad} stream_uid={uid} " in lines[0], server.log()
+    server.stop()
+
+    check_reports_and_repairs(data, bad, why)
+    server.start()
+    r = server.client()
+    assert r.xpending("s", "g")["pending"] == 1  # the group as its ops left it
+    assert r.xreadgroup("g", "c", {"s": ">"}) == [[b"s", [(b"2-1", {b"f": b"2"})]]]
+    r.xadd("s", {"f": "3"})
+
+
+def test_unavailable_key_can_be_deleted_and_made_again(server: NaradProcess) -> None:
+    """A record that is not an op at all; DEL and Q.DROP remove the key (its repair
+    by the client), and FLUSHDB reaches unavailable keys too."""
+    data = server.folder / "data"
+    r = server.client()
+    for key in ("q", "q2"):
+        r.execute_command("Q.CREATE", key)
+    r.xadd("s", {"f": "v"})
+    r.xgroup_create("s", "g", id="0")
+    server.stop()
+    for key in (b"q", b"q2", b"s"):
+        append_state_ops(data, key, b"\xc1 not msgpack")
+
+    server.start()
+    r = server.client()
+    with pytest.raises(redis.ResponseError, match="is unavailable: its state op at"):
+        r.execute_command("Q.PUSH", "q", "m")
+    assert r.execute_command("Q.DROP", "q") == 1
+    r.execute_command("Q.CREATE", "q")
+    r.execute_command("Q.PUSH", "q", "m")
+    assert r.delete("s") == 1
+    r.xadd("s", {"f": "w"})
+    assert r.xlen("s") == 1
+    r.flushdb()
+    assert r.dbsize() == 0
+    server.restart()
+    assert server.client().dbsize() == 0
+    server.stop()
+    assert narad_check(data).returncode == 0
