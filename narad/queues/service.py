@@ -733,8 +733,13 @@ def without(fields: list[bytes], names: tuple[bytes, ...]) -> list[bytes]:
     return out
 
 
-def _copy_position(source: Stream, fields: list[bytes]) -> int | None:
-    """The source offset after the entry a copy was made of, if it is a copy."""
+def _copy_position(source: Stream, payload: bytes) -> int | None:
+    """The source offset after the entry a copy was made of, if it is a copy (an
+    entry whose payload does not decode is none: recovery never stops on it)."""
+    try:
+        fields = decode_fields(payload)
+    except ValueError:
+        return None
     raw = field_value(fields, b"source_id")
     if raw is None or field_value(fields, b"source") != source.key:
         return None
@@ -752,7 +757,7 @@ def _last_copy(stream: Stream, source: Stream, offset: int) -> int | None:
     while batch := data.read(offset, count_max=1024):
         for rec in batch:
             if rec.flags & FLAG_ENTRY:
-                position = _copy_position(source, decode_fields(rec.payload))
+                position = _copy_position(source, rec.payload)
                 if position is not None:
                     found = position
         offset = batch[-1].offset + 1
@@ -767,7 +772,7 @@ def _last_copy_backward(stream: Stream, source: Stream) -> int | None:
         if not batch:
             break
         for rec in batch:
-            position = _copy_position(source, decode_fields(rec.payload))
+            position = _copy_position(source, rec.payload)
             if position is not None:
                 return position
         offset = batch[-1].offset - 1

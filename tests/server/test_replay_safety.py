@@ -18,11 +18,11 @@ import msgpack
 import pytest
 import redis
 
-from narad.log import Log, LogConfig
+from narad.log import FLAG_ENTRY, Log, LogConfig
 from narad.metalog import DATABASES_ANY, MetaState
 from narad.schema.keyspace import StreamSchemas
 from narad.store import log_records
-from tests.servers import NaradProcess
+from tests.servers import NaradProcess, wait_until
 
 DOC = {"type": "object", "properties": {"n": {"type": "integer"}}, "required": ["n"]}
 
@@ -328,3 +328,31 @@ def test_unavailable_key_can_be_deleted_and_made_again(server: NaradProcess) -> 
     assert server.client().dbsize() == 0
     server.stop()
     assert narad_check(data).returncode == 0
+
+
+def test_subscriber_entry_that_does_not_decode_does_not_stop_the_start(
+        server: NaradProcess) -> None:
+    """Recovering a subscription reads the subscriber's entries: one whose payload
+    does not decode (its record's CRC is sound) is not a copy, not a reason to stop."""
+    data = server.folder / "data"
+    r = server.client()
+    r.execute_command("Q.CREATE", "src")
+    r.execute_command("Q.CREATE", "sub")
+    r.execute_command("Q.SUBSCRIBE", "sub", "src")
+    r.execute_command("Q.PUSH", "src", "m1")
+    wait_until(lambda: r.xlen("sub") == 1)
+    server.stop()
+    log = Log.open(data / "streams" / str(uid_of(data, b"sub")) / "data", LogConfig())
+    try:
+        id_ms, id_seq = log.last_id
+        log.append(b"\x05", id_ms, id_seq + 1, FLAG_ENTRY)  # 5 fields, and no bytes
+        log.write()
+        log.sync()
+    finally:
+        log.close()
+
+    server.start()
+    r = server.client()
+    r.execute_command("Q.PUSH", "src", "m2")
+    wait_until(lambda: r.xlen("sub") == 3)  # m1's copy, the bad entry, m2's copy
+    assert r.xrevrange("sub", count=1)[0][1][b"payload"] == b"m2"
