@@ -189,21 +189,20 @@ class Stream:
         cannot be applied, which becomes `fault`; how many were applied."""
         count = 0
         for offset, payload in records:
-            op: Any = None
+            stage = "the record is not msgpack: "  # what the fault's reason starts with
             try:
                 op = msgpack.unpackb(payload, raw=False, strict_map_key=False)
+                stage = ""
                 if not (isinstance(op, list) and op and isinstance(op[0], str)):
                     raise ValueError("the record is not an op (a list that starts with its name)")
                 handler = OP_HANDLERS.get(op[0])
                 if handler is None:
                     raise ValueError(f"unknown state op {op[0]!r}")
+                stage = f"{op[0]} op: "
                 handler(self, op)
             except Exception as error:
-                what = " ".join(str(error).split()) or type(error).__name__
-                named = isinstance(op, list) and op and isinstance(op[0], str)
-                name = f"{op[0]} op: " if named else ""
-                self.fault = StateFault(offset, self.uid, (name + what)[:300],
-                                        state_log_name(self.uid))
+                what = stage + (" ".join(str(error).split()) or type(error).__name__)
+                self.fault = StateFault(offset, self.uid, what[:300], state_log_name(self.uid))
                 return count
             count += 1
         return count
