@@ -300,14 +300,15 @@ def test_unapplicable_group_op_leaves_the_stream_unavailable_until_repaired(
 
 
 def test_unavailable_key_can_be_deleted_and_made_again(server: NaradProcess) -> None:
-    """A record that is not an op at all; DEL and Q.DROP remove the key (its repair
-    by the client), and FLUSHDB reaches unavailable keys too."""
+    """A record that is not an op at all; DEL, Q.DROP and RENAME over it remove the
+    key (its repair by the client), SWAPDB moves it, FLUSHDB reaches it too."""
     data = server.folder / "data"
     r = server.client()
     for key in ("q", "q2"):
         r.execute_command("Q.CREATE", key)
     r.xadd("s", {"f": "v"})
     r.xgroup_create("s", "g", id="0")
+    r.xadd("s2", {"f": "v"})
     server.stop()
     for key in (b"q", b"q2", b"s"):
         append_state_ops(data, key, b"\xc1 not msgpack")
@@ -317,6 +318,12 @@ def test_unavailable_key_can_be_deleted_and_made_again(server: NaradProcess) -> 
     with pytest.raises(redis.ResponseError, match="cannot be applied: the record is not msgpack"):
         r.execute_command("Q.PUSH", "q", "m")
     assert r.execute_command("Q.DROP", "q") == 1
+    r.swapdb(0, 1)  # it moves with its database
+    with pytest.raises(redis.ResponseError, match=r"^key 'q2' is unavailable"):
+        server.client(db=1).execute_command("Q.STATS", "q2")
+    assert r.dbsize() == 0 and server.client(db=1).info("keyspace")["db1"]["keys"] == 3
+    r.swapdb(0, 1)
+    assert r.rename("s2", "q2") and r.exists("q2") == 1  # RENAME over it deletes it
     r.execute_command("Q.CREATE", "q")
     r.execute_command("Q.PUSH", "q", "m")
     assert r.delete("s") == 1
