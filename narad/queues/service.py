@@ -549,7 +549,12 @@ class QueueService:
         stream.log_op(["q.subpos", source_uid, position, data.next_offset])
 
     def subscribers(self, stream: Stream) -> list[Queue]:
-        return [q for q in self.queues() if stream.uid in q.subs]
+        """The queues that subscribe to `stream`, unavailable ones too: a cycle through
+        one would copy without end once it is repaired."""
+        return [
+            s.queue for s in self.store.streams.values()
+            if s.queue is not None and stream.uid in s.queue.subs
+        ]
 
     def reaches(self, start: Stream, target: Stream) -> bool:
         """Does copying flow from `start` to `target` through subscriptions?"""

@@ -411,3 +411,19 @@ def test_the_server_writes_nothing_to_an_unavailable_queue(tmp_path: Path) -> No
         assert r.execute_command("Q.STATS", "q")[b"in_flight"] == 1  # "a", as it was
     finally:
         server.stop()
+
+
+def test_a_cycle_through_an_unavailable_queue_is_refused(server: NaradProcess) -> None:
+    data = server.folder / "data"
+    r = server.client()
+    for key in ("a", "f", "b"):
+        r.execute_command("Q.CREATE", key)
+    r.execute_command("Q.SUBSCRIBE", "f", "a")
+    r.execute_command("Q.SUBSCRIBE", "b", "f")
+    server.stop()
+    append_state_ops(data, b"f", op("q.nope"))
+    server.start()
+    r = server.client()
+    with pytest.raises(redis.ResponseError, match="cycle"):  # a -> f -> b -> a
+        r.execute_command("Q.SUBSCRIBE", "a", "b")
+    assert r.execute_command("Q.STATS", "a")[b"subscribers"] == 1
