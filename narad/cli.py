@@ -100,7 +100,9 @@ def _add_check(subparsers: Subparsers) -> None:
         description=(
             "Read every record of every segment and check it (CRC, dense offsets, "
             "stream IDs and timestamps in order), compare every index with a rebuild, "
-            "and check the checkpoints. A check may run beside a server (read-only); "
+            "and check the checkpoints; in a data dir, replay the metadata log and every "
+            "stream's state log as a server would and report each op that cannot be "
+            "applied. A check may run beside a server (read-only); "
             "--repair takes the data dir's lock and is refused while a server holds it. "
             "Exit code: 0 clean (or everything repaired), 1 problems remain (or the "
             "data dir is in use), 2 nothing to check or a usage error."
