@@ -501,12 +501,19 @@ def _replay_fault(uid: int, records: Iterable[tuple[int, bytes]]) -> StateFault 
 
 
 def _state_logs(root: Path) -> Iterator[tuple[int, Path]]:
-    """(uid, state log folder) of every stream folder of data dir `root`."""
-    streams = root / "streams"
-    if streams.is_dir():
-        for folder in sorted(streams.iterdir(), key=lambda p: p.name):
-            if folder.name.isdigit() and (folder / "state").is_dir():
-                yield int(folder.name), folder / "state"
+    """(uid, state log folder) of every stream of data dir `root` that its metadata
+    log names (a folder it does not name is an orphan, which the server removes)."""
+    from narad.metalog import DATABASES_ANY, MetaState
+    from narad.schema.keyspace import StreamSchemas
+
+    if not (root / "meta").is_dir():
+        return
+    meta = MetaState(StreamSchemas(), DATABASES_ANY)
+    meta.replay(folder_records(root / "meta"))
+    for uid in sorted(meta.names):
+        folder = root / "streams" / str(uid) / "state"
+        if folder.is_dir():
+            yield uid, folder
 
 
 def check_states(root: Path) -> list[Problem]:

@@ -427,3 +427,23 @@ def test_a_cycle_through_an_unavailable_queue_is_refused(server: NaradProcess) -
     with pytest.raises(redis.ResponseError, match="cycle"):  # a -> f -> b -> a
         r.execute_command("Q.SUBSCRIBE", "a", "b")
     assert r.execute_command("Q.STATS", "a")[b"subscribers"] == 1
+
+
+def test_check_replays_only_the_state_logs_the_metadata_names(server: NaradProcess) -> None:
+    """A stream folder no key names (left by a crash after a delete) is an orphan the
+    server removes at start: its state log is not the data dir's problem."""
+    data = server.folder / "data"
+    server.client().xadd("s", {"f": "v"})
+    server.stop()
+    orphan = Log.open(data / "streams" / "999" / "state", LogConfig())
+    try:
+        orphan.append(op("q.nope"))
+        orphan.write()
+        orphan.sync()
+    finally:
+        orphan.close()
+    run = narad_check(data)
+    assert run.returncode == 0 and "state-op" not in run.stdout, run.stdout
+    server.start()
+    assert server.client().xlen("s") == 1
+    assert not (data / "streams" / "999").exists()
