@@ -100,7 +100,9 @@ def _add_check(subparsers: Subparsers) -> None:
         description=(
             "Read every record of every segment and check it (CRC, dense offsets, "
             "stream IDs and timestamps in order), compare every index with a rebuild, "
-            "and check the checkpoints. A check may run beside a server (read-only); "
+            "and check the checkpoints; in a data dir, replay the metadata log and every "
+            "stream's state log as a server would and report each op that cannot be "
+            "applied. A check may run beside a server (read-only); "
             "--repair takes the data dir's lock and is refused while a server holds it. "
             "Exit code: 0 clean (or everything repaired), 1 problems remain (or the "
             "data dir is in use), 2 nothing to check or a usage error."
@@ -113,7 +115,8 @@ def _add_check(subparsers: Subparsers) -> None:
         "--repair",
         action="store_true",
         help="truncate a torn tail of a last segment and rewrite bad indexes; "
-        "corruption is never repaired",
+        "remove metadata ops that cannot be applied; truncate a stream's state log at "
+        "its op that cannot be applied; corruption is never repaired",
     )
     parser.set_defaults(run=_run_check)
 
@@ -133,7 +136,9 @@ def _run_check(args: argparse.Namespace) -> int:
     try:
         with Progress(scan_bytes(folders), label="checking") as bar:
             report = check_logs(folders, args.repair, bar)
-        report.problems += _metadata_problems(root, args.repair and report.clean)
+        sound = args.repair and report.clean
+        report.problems += _metadata_problems(root, sound)
+        report.problems += _state_problems(root, sound)
     finally:
         for fd in locks:
             os.close(fd)
@@ -183,6 +188,21 @@ def _metadata_problems(root: Path, repair: bool) -> list[Problem]:
     if problems and repair:
         repair_metadata(root)
         if not check_metadata(root):
+            for problem in problems:
+                problem.repaired = True
+    return problems
+
+
+def _state_problems(root: Path, repair: bool) -> list[Problem]:
+    """The data dir's streams whose state log holds an op that replay cannot apply
+    (narad/streams/stream.py); with `repair` (only when the logs themselves are
+    sound), each state log is truncated at that op, then checked again."""
+    from narad.streams.stream import check_states, repair_states
+
+    problems = check_states(root)
+    if problems and repair:
+        repair_states(root)
+        if not check_states(root):
             for problem in problems:
                 problem.repaired = True
     return problems

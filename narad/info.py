@@ -231,9 +231,8 @@ def _errorstats(s: Server) -> Fields:
 
 
 def _keyspace(s: Server) -> Fields:
-    return [
-        (f"db{i}", f"keys={len(db)},expires=0,avg_ttl=0") for i, db in enumerate(s.store.dbs) if db
-    ]
+    counts = [len(s.store.names(i)) for i in range(len(s.store.dbs))]  # unavailable keys too
+    return [(f"db{i}", f"keys={n},expires=0,avg_ttl=0") for i, n in enumerate(counts) if n]
 
 
 def _commandstats(s: Server) -> Fields:

@@ -24,9 +24,7 @@ from typing import Any
 
 import msgpack
 
-from narad.log import checkpoint
-from narad.log.check import Kind, Problem, SegmentFile, list_segments
-from narad.log.log import START_CHECKPOINT
+from narad.log.check import Kind, Problem, folder_records
 from narad.schema.keyspace import Fault, StreamSchemas
 
 # `narad check` does not know the server's `databases`: any db a server could have.
@@ -127,7 +125,7 @@ def check_metadata(root: Path) -> list[Problem]:
     if not folder.is_dir():
         return []
     state = MetaState(StreamSchemas(), DATABASES_ANY)
-    state.replay(_records(folder))
+    state.replay(folder_records(folder))
     return [
         Problem(Kind.META_OP, folder, None,
                 f"op at offset {fault.offset}"
@@ -135,16 +133,3 @@ def check_metadata(root: Path) -> list[Problem]:
                 + f" cannot be applied: {fault.what}", repairable=True)
         for fault in state.faults
     ]
-
-
-def _records(folder: Path) -> Iterable[tuple[int, bytes]]:
-    lines = checkpoint.read(folder / START_CHECKPOINT) or []
-    words = lines[0].split() if lines else []
-    start = int(words[1]) if len(words) == 2 and words[0] == "start" and words[1].isdigit() else 0
-    for _, path in list_segments(folder):
-        with SegmentFile(path) as segment:
-            for rec in segment.records():
-                if rec.offset >= start:
-                    yield rec.offset, rec.payload
-            if segment.bad is not None:
-                return

@@ -20,6 +20,14 @@ A stream's folder is removed only after its delete op is durable, so a crash nev
 leaves a key that the metadata log still names without its data. Replay is
 narad/metalog.py's: an op that cannot be applied never stops the node from starting.
 
+A stream whose state log holds an op that cannot be applied (Stream.fault) opens
+*unavailable*: it is kept in `unavailable`, not in `dbs`, so that nothing the server
+does on its own (retention, compaction, queue timers and fan-out: they walk `dbs` or
+skip faulted streams) writes to it, and `get` answers every command that looks the
+key up with the fault's error. Only a delete (DEL, UNLINK, FLUSHDB, FLUSHALL, Q.DROP,
+RENAME over it) reaches it, through `find`; the key is still listed (`names`), and
+it moves with SWAPDB. A healthy key's lookup costs nothing more.
+
 Owned by the event loop thread.
 """
 
@@ -30,7 +38,7 @@ import logging
 import os
 import shutil
 import time
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Collection
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -42,7 +50,7 @@ from narad.log.lock import FolderBusy, lock_folder
 from narad.metalog import DATABASES_ANY, MetaState
 from narad.queues import queue as _queue_ops  # noqa: F401  (registers the queue ops)
 from narad.schema.keyspace import StreamSchemas
-from narad.streams.stream import Stream
+from narad.streams.stream import Stream, log_records
 
 if TYPE_CHECKING:
     from narad.server import Server
@@ -69,6 +77,8 @@ class Store:
         self._meta_ops = 0
         self._lock_fd = -1
         self.streams: dict[int, Stream] = {}  # uid -> stream, every open stream
+        # (db, key) -> a stream whose state log replay could not apply (see above)
+        self.unavailable: dict[tuple[int, bytes], Stream] = {}
         self._doomed: list[Stream] = []  # deleted streams whose folders go after the commit
         self._touched_state: dict[Stream, None] = {}
         self.on_touch: Callable[[int, bytes], None] = lambda db, key: None
@@ -97,7 +107,17 @@ class Store:
         streams_dir = self.root / "streams"
         streams_dir.mkdir(exist_ok=True)
         for uid, (db, key) in state.names.items():
-            self.dbs[db][key] = self._open_stream(uid, db, key)
+            stream = self._open_stream(uid, db, key)
+            if stream.fault is None:
+                self.dbs[db][key] = stream
+                continue
+            self.unavailable[db, key] = stream
+            fault = stream.fault
+            logger.error(
+                "state op cannot be applied: log=%s offset=%d stream_uid=%d key=%r "
+                "reason=%s; the key is unavailable until deleted or repaired (run narad "
+                "check --repair)", self.root / fault.log, fault.offset, uid, key, fault.what,
+            )
         if not state.faults:  # else a repair may need what looks orphaned or stale
             self._remove_orphans(streams_dir, set(state.names))
             if self._meta_ops > META_COMPACT_OPS:
@@ -140,6 +160,7 @@ class Store:
     def _compact_meta(self) -> None:
         assert self.meta is not None
         live = [[s.uid, db, key] for db, keys in enumerate(self.dbs) for key, s in keys.items()]
+        live += [[s.uid, db, key] for (db, key), s in self.unavailable.items()]
         _compact(self.meta, ["snap", self.next_uid, live, self.schemas.snapshot()])
         self._meta_ops = 1
 
@@ -152,7 +173,25 @@ class Store:
     # -- the keyspace ---------------------------------------------------------------------
 
     def get(self, db: int, key: bytes) -> Stream | None:
-        return self.dbs[db].get(key)
+        """The stream at `key`, or None; an unavailable key raises its fault's error."""
+        stream = self.dbs[db].get(key)
+        if stream is None and self.unavailable:  # only a missing key pays for the test
+            faulted = self.unavailable.get((db, key))
+            if faulted is not None:
+                assert faulted.fault is not None
+                raise faulted.fault.error(key)
+        return stream
+
+    def find(self, db: int, key: bytes) -> Stream | None:
+        """The stream at `key`, an unavailable one too: for the commands that delete."""
+        stream = self.dbs[db].get(key)
+        return self.unavailable.get((db, key)) if stream is None else stream
+
+    def names(self, db: int) -> Collection[bytes]:
+        """Every key of database `db`, unavailable ones too."""
+        if not self.unavailable:
+            return self.dbs[db]
+        return [*self.dbs[db], *(key for at, key in self.unavailable if at == db)]
 
     def create_stream(self, db: int, key: bytes) -> Stream:
         assert key not in self.dbs[db]
@@ -165,6 +204,8 @@ class Store:
 
     def delete(self, db: int, key: bytes) -> bool:
         stream = self.dbs[db].pop(key, None)
+        if stream is None and self.unavailable:
+            stream = self.unavailable.pop((db, key), None)
         if stream is None:
             return False
         self._meta_op(["delete", stream.uid])
@@ -199,9 +240,16 @@ class Store:
         for db in (a, b):
             for stream in self.dbs[db].values():
                 stream.db = db
+        if self.unavailable:
+            for stream in self.unavailable.values():
+                if stream.db in (a, b):
+                    stream.db = b if stream.db == a else a
+            self.unavailable = {(s.db, s.key): s for s in self.unavailable.values()}
 
     def flushdb(self, db: int) -> None:
-        for key in list(self.dbs[db]):
+        """Delete every key of `db`, unavailable ones too; each delete tells the key's
+        WATCHers (Redis too only spoils keys that existed)."""
+        for key in list(self.names(db)):
             self.delete(db, key)
 
     def touch(self, db: int, key: bytes) -> None:
@@ -258,7 +306,8 @@ class Store:
     def maintain(self) -> None:
         """Periodic upkeep between commits: retention deletes whole sealed data
         segments (the stream's start follows, through a trim op), and state logs that
-        grew past their bound are compacted into a snapshot."""
+        grew past their bound are compacted into a snapshot. Unavailable streams are
+        not in `dbs`: their logs stay as they are, for a repair to see."""
         for keys in self.dbs:
             for stream in keys.values():
                 if stream.data.apply_retention() and stream.data.start_offset > stream.start:
@@ -267,24 +316,14 @@ class Store:
 
     def close(self) -> None:
         self.commit()
-        for keys in self.dbs:
-            for stream in keys.values():
-                stream.close()
+        for stream in self.streams.values():
+            stream.close()
         if self.meta is not None:
             self.meta.close()
         self.group_commit.close()
         if self._lock_fd >= 0:
             os.close(self._lock_fd)
             self._lock_fd = -1
-
-
-def log_records(log: Log) -> Iterator[tuple[int, bytes]]:
-    """(offset, payload) of every record of `log` from its logical start."""
-    offset = log.start_offset
-    while batch := log.read(offset, count_max=4096):
-        for rec in batch:
-            yield rec.offset, rec.payload
-        offset = batch[-1].offset + 1
 
 
 def _compact(meta: Log, snap: list[Any]) -> None:

@@ -170,7 +170,7 @@ def glob_match(pattern: bytes, name: bytes) -> bool:
 )
 def keys(client: Client, args: list[bytes]) -> Any:
     """Returns all key names that match a pattern."""
-    return [k for k in client.server.store.dbs[client.db] if glob_match(args[1], k)]
+    return [k for k in client.server.store.names(client.db) if glob_match(args[1], k)]
 
 
 @command(
@@ -197,7 +197,7 @@ def scan(client: Client, args: list[bytes]) -> Any:
         else:
             raise syntax()
         i += 2
-    following, chunk = scan_positions(client.server.store.dbs[client.db], cursor, count)
+    following, chunk = scan_positions(client.server.store.names(client.db), cursor, count)
     if kind not in (None, b"stream"):
         chunk = []
     return [b"%d" % following, [k for k in chunk if glob_match(pattern, k)]]
@@ -273,7 +273,7 @@ def _rename(client: Client, src: bytes, dst: bytes, nx: bool) -> bool:
 @command("dbsize", 1, "readonly fast", group="server", categories="@keyspace")
 def dbsize(client: Client, args: list[bytes]) -> Any:
     """Returns the number of keys in the database."""
-    return len(client.server.store.dbs[client.db])
+    return len(client.server.store.names(client.db))
 
 
 def _flush_args(args: list[bytes]) -> None:
@@ -287,7 +287,7 @@ def _flush_args(args: list[bytes]) -> None:
 def flushdb(client: Client, args: list[bytes]) -> Any:
     """Remove all keys from the current database."""
     _flush_args(args)
-    _flush(client, client.db)
+    client.server.store.flushdb(client.db)
     return OK
 
 
@@ -298,15 +298,8 @@ def flushall(client: Client, args: list[bytes]) -> Any:
     """Removes all keys from all databases."""
     _flush_args(args)
     for db in range(len(client.server.store.dbs)):
-        _flush(client, db)
+        client.server.store.flushdb(db)
     return OK
-
-
-def _flush(client: Client, db: int) -> None:
-    store = client.server.store
-    # Each delete tells the key's WATCHers (Redis too only spoils keys that existed).
-    for key in list(store.dbs[db]):
-        store.delete(db, key)
 
 
 def db_index(client: Client, arg: bytes) -> int:

@@ -153,9 +153,11 @@ def _text(raw: bytes) -> str:
 
 @command("q.drop", 2, "write", (1, 1, 1), "stream", summary="Deletes a queue and its messages.")
 def q_drop(client: Client, args: list[bytes]) -> Any:
-    if client.server.queues.get(client.db, args[1]) is None:
+    store = client.server.store
+    stream = store.find(client.db, args[1])  # an unavailable queue too: dropping repairs it
+    if stream is None or stream.queue is None:
         return 0
-    client.server.store.delete(client.db, args[1])
+    store.delete(client.db, args[1])
     return 1
 
 

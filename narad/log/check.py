@@ -16,6 +16,8 @@ into problem kinds:
 - io-error: a file that cannot be read (or, when repairing, written).
 - meta-op: a data dir's metadata op that replay cannot apply (found and repaired by
   narad/metalog.py and store.repair_metadata, not here). Repairable.
+- state-op: a stream's state op that replay cannot apply (found and repaired by
+  narad/streams/stream.py's check_states and repair_states, not here). Repairable.
 
 With `repair`, a torn tail is truncated (ftruncate, then fsync) and each bad index is
 rewritten. Nothing else is ever written, renamed or deleted.
@@ -86,6 +88,7 @@ class Kind(enum.Enum):
     CHECKPOINT = "checkpoint"
     IO_ERROR = "io-error"
     META_OP = "meta-op"  # a metadata op replay cannot apply (narad/metalog.py)
+    STATE_OP = "state-op"  # a stream's state op replay cannot apply (narad/streams/stream.py)
 
 
 @dataclass
@@ -290,6 +293,22 @@ def list_segments(folder: Path) -> list[tuple[int, Path]]:
         if base is not None and path.is_file():
             found.append((base, path))
     return sorted(found)
+
+
+def folder_records(folder: Path) -> Iterator[tuple[int, bytes]]:
+    """(offset, payload) of the log in `folder` from its logical start, read from its
+    segment files (read-only, for replaying a log's ops in a check); a damaged record
+    ends it (the log check reports it)."""
+    lines = checkpoint.read(folder / START_CHECKPOINT) or []
+    words = lines[0].split() if lines else []
+    start = int(words[1]) if len(words) == 2 and words[0] == "start" and words[1].isdigit() else 0
+    for _, path in list_segments(folder):
+        with SegmentFile(path) as segment:
+            for rec in segment.records():
+                if rec.offset >= start:
+                    yield rec.offset, rec.payload
+            if segment.bad is not None:
+                return
 
 
 def find_logs(root: Path) -> list[Path]:

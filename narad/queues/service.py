@@ -101,8 +101,10 @@ class QueueService:
     # -- finding queues ---------------------------------------------------------------
 
     def queues(self) -> Iterator[Queue]:
+        """Every available queue. An unavailable one (its state log could not be
+        replayed: narad/store.py) is never served, timed, fed nor copied from."""
         for stream in self.store.streams.values():
-            if stream.queue is not None:
+            if stream.queue is not None and stream.fault is None:
                 yield stream.queue
 
     def get(self, db: int, key: bytes) -> Queue | None:
@@ -326,7 +328,7 @@ class QueueService:
         if dlq is None:
             if queue.settings.dlq:
                 logger.warning(
-                    "queue %r: dead-letter queue %r is gone, dropping %d messages",
+                    "queue %r: dead-letter queue %r is gone or unavailable, dropping %d messages",
                     stream.key,
                     queue.settings.dlq,
                     len(offsets),
@@ -359,10 +361,13 @@ class QueueService:
             stream.log_op(["q.dead", 1, refused])
 
     def _dlq(self, queue: Queue) -> Queue | None:
-        """The queue's dead-letter queue, if it has one that still exists."""
+        """The queue's dead-letter queue, if it has one that still exists and is
+        available (an unavailable one takes no letters: they are dropped, as for a
+        DLQ that is gone)."""
         if not queue.settings.dlq:
             return None
-        dlq = self.get(queue.stream.db, queue.settings.dlq)
+        stream = self.store.dbs[queue.stream.db].get(queue.settings.dlq)
+        dlq = None if stream is None else stream.queue
         return None if dlq is queue else dlq
 
     def schema_refusal(self, stream: Stream, fields: list[bytes]) -> PayloadError | None:
@@ -466,6 +471,8 @@ class QueueService:
                 if source is None:  # the source was deleted: the subscription ends
                     queue.stream.log_op(["q.unsub", sub.source])
                     continue
+                if source.fault is not None:  # unavailable: copying waits for its repair
+                    continue
                 end = source.data.durable_end if always else source.data.written_end
                 start = max(sub.next, source.start)
                 if start >= end:
@@ -529,6 +536,8 @@ class QueueService:
         if source is None:
             stream.log_op(["q.unsub", source_uid])
             return
+        if source.fault is not None:  # unavailable: recovered at the start after its repair
+            return
         data = stream.data
         found: int | None = None
         if data.next_offset >= sub.hint_data_offset:
@@ -540,7 +549,12 @@ class QueueService:
         stream.log_op(["q.subpos", source_uid, position, data.next_offset])
 
     def subscribers(self, stream: Stream) -> list[Queue]:
-        return [q for q in self.queues() if stream.uid in q.subs]
+        """The queues that subscribe to `stream`, unavailable ones too: a cycle through
+        one would copy without end once it is repaired."""
+        return [
+            s.queue for s in self.store.streams.values()
+            if s.queue is not None and stream.uid in s.queue.subs
+        ]
 
     def reaches(self, start: Stream, target: Stream) -> bool:
         """Does copying flow from `start` to `target` through subscriptions?"""
@@ -724,8 +738,13 @@ def without(fields: list[bytes], names: tuple[bytes, ...]) -> list[bytes]:
     return out
 
 
-def _copy_position(source: Stream, fields: list[bytes]) -> int | None:
-    """The source offset after the entry a copy was made of, if it is a copy."""
+def _copy_position(source: Stream, payload: bytes) -> int | None:
+    """The source offset after the entry a copy was made of, if it is a copy (an
+    entry whose payload does not decode is none: recovery never stops on it)."""
+    try:
+        fields = decode_fields(payload)
+    except ValueError:
+        return None
     raw = field_value(fields, b"source_id")
     if raw is None or field_value(fields, b"source") != source.key:
         return None
@@ -743,7 +762,7 @@ def _last_copy(stream: Stream, source: Stream, offset: int) -> int | None:
     while batch := data.read(offset, count_max=1024):
         for rec in batch:
             if rec.flags & FLAG_ENTRY:
-                position = _copy_position(source, decode_fields(rec.payload))
+                position = _copy_position(source, rec.payload)
                 if position is not None:
                     found = position
         offset = batch[-1].offset + 1
@@ -758,7 +777,7 @@ def _last_copy_backward(stream: Stream, source: Stream) -> int | None:
         if not batch:
             break
         for rec in batch:
-            position = _copy_position(source, decode_fields(rec.payload))
+            position = _copy_position(source, rec.payload)
             if position is not None:
                 return position
         offset = batch[-1].offset - 1

@@ -50,12 +50,15 @@ class Fault:
     def describe(self) -> str:
         return f"its metadata op at meta offset {self.offset} cannot be applied: {self.what}"
 
+    def remedy(self) -> str:
+        """What a client can do about it, besides a repair."""
+        return "Q.SCHEMA DROP the key's schema"
+
     def error(self, name: bytes | None = None) -> CommandError:
         """`ERR key 'name' is unavailable: ...`, naming the key when the caller knows it."""
         key = "" if name is None else f"'{clip(name.decode(errors='replace'), 64)}' "
         return CommandError(f"key {key}is unavailable: {self.describe()} (run narad check "
-                            "--repair with the server stopped, or Q.SCHEMA DROP the key's "
-                            "schema)")
+                            f"--repair with the server stopped, or {self.remedy()})")
 
 
 class Unavailable:

@@ -10,6 +10,12 @@ state log.
 - A snapshot op, written when the state log grows past `STATE_COMPACT_BYTES`, holds
   the whole state; the segments before it are then dropped. Recovery replays from the
   first record still in the state log, so restart time stays flat.
+- Replaying never raises, so a node always starts on its own data: the first op that
+  cannot be applied (a record that is not an op, an unknown op, a wrong shape, an op
+  its handler refuses) becomes the stream's `fault` and ends the replay there, since
+  later ops may depend on it. The state is then unknown; the store keeps the stream
+  out of reach (narad/store.py) and nothing writes to it until it is deleted or
+  `narad check --repair` truncates the state log at that op (`repair_states`).
 
 In memory a stream keeps only its counters, the offsets of deleted entries still in
 range, and its consumer groups; payloads stay on disk.
@@ -20,13 +26,16 @@ Owned by the event loop thread.
 from __future__ import annotations
 
 import logging
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterable, Iterator, Sequence
+from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 import msgpack
 
 from narad.log import FLAG_ENTRY, Log, LogConfig, decode_fields, encode_fields
+from narad.log.check import Kind, Problem, folder_records
+from narad.schema.keyspace import Fault
 from narad.streams import ids
 
 if TYPE_CHECKING:
@@ -58,6 +67,33 @@ def op_handler(name: str) -> Callable[[OpHandler], OpHandler]:
     return register
 
 
+@dataclass(frozen=True)
+class StateFault(Fault):
+    """A state log op that replay could not apply: the stream is unavailable."""
+
+    log: str  # the state log's folder relative to the data dir: streams/<uid>/state
+
+    def describe(self) -> str:
+        return f"its state op at {self.log} offset {self.offset} cannot be applied: {self.what}"
+
+    def remedy(self) -> str:
+        return "delete the key"
+
+
+def state_log_name(uid: int) -> str:
+    """Where stream `uid`'s state log lives, relative to the data dir (store.py)."""
+    return f"streams/{uid}/state"
+
+
+def log_records(log: Log) -> Iterator[tuple[int, bytes]]:
+    """(offset, payload) of every record of `log` from its logical start."""
+    offset = log.start_offset
+    while batch := log.read(offset, count_max=4096):
+        for rec in batch:
+            yield rec.offset, rec.payload
+        offset = batch[-1].offset + 1
+
+
 def pack_id(sid: int) -> bytes:
     return sid.to_bytes(16, "big")
 
@@ -80,6 +116,10 @@ class Stream:
         self._note = note  # tells the group commit that a log has buffered records
         self.data = Log.open(folder / "data", data_config)
         self.state = Log.open(folder / "state", state_config)
+        self._init_state()
+        self._replay()
+
+    def _init_state(self) -> None:
         self.start = self.data.start_offset  # logical first offset
         self.deleted: set[int] = set()  # offsets of XDELed entries at or after `start`
         self.top_id = 0  # last ID set by XSETID (the stream's last ID is the max)
@@ -96,7 +136,7 @@ class Stream:
         # following the stream) skips the index search. IDs only grow with offsets and
         # the data log is never truncated under a live stream, so it stays true.
         self._after_hint = (-1, 0)
-        self._replay()
+        self.fault: StateFault | None = None  # the op replay could not apply, if any
 
     # -- counters -----------------------------------------------------------------------
 
@@ -131,16 +171,9 @@ class Stream:
         OP_HANDLERS[op[0]](self, op)
 
     def _replay(self) -> None:
-        offset = self.state.start_offset
-        count = 0
-        while True:
-            batch = self.state.read(offset, count_max=4096)
-            if not batch:
-                break
-            for rec in batch:
-                self.apply(msgpack.unpackb(rec.payload, raw=False, strict_map_key=False))
-                count += 1
-            offset = batch[-1].offset + 1
+        count = self.replay(log_records(self.state))
+        if self.fault is not None:
+            return  # the state is unknown past the fault: nothing reads it
         # The data log may have lost an unacknowledged tail the state already saw.
         end = self.data.next_offset
         self.start = min(max(self.start, self.data.start_offset), end)
@@ -150,6 +183,29 @@ class Stream:
             self.queue.forget_lost_tail()
         if count:
             logger.debug("stream %d: replayed %d state records", self.uid, count)
+
+    def replay(self, records: Iterable[tuple[int, bytes]]) -> int:
+        """Apply (offset, payload) state records, oldest first, up to the first that
+        cannot be applied, which becomes `fault`; how many were applied."""
+        count = 0
+        for offset, payload in records:
+            stage = "the record is not msgpack: "  # what the fault's reason starts with
+            try:
+                op = msgpack.unpackb(payload, raw=False, strict_map_key=False)
+                stage = ""
+                if not (isinstance(op, list) and op and isinstance(op[0], str)):
+                    raise ValueError("the record is not an op (a list that starts with its name)")
+                handler = OP_HANDLERS.get(op[0])
+                if handler is None:
+                    raise ValueError(f"unknown state op {op[0]!r}")
+                stage = f"{op[0]} op: "
+                handler(self, op)
+            except Exception as error:
+                what = stage + (" ".join(str(error).split()) or type(error).__name__)
+                self.fault = StateFault(offset, self.uid, what[:300], state_log_name(self.uid))
+                return count
+            count += 1
+        return count
 
     def snapshot_op(self) -> list[Any]:
         groups = [group.snapshot() for group in self.groups.values()]
@@ -416,3 +472,77 @@ def _apply_snapshot(stream: Stream, op: list[Any]) -> None:
         group = Group.from_snapshot(raw)
         stream.groups[group.name] = group
     stream.queue = None if queue is None else Queue.from_snapshot(stream, queue)
+
+
+# -- narad check ------------------------------------------------------------------------
+
+
+class _NoData:
+    """What op handlers read of a stream's data log (its ends, its last ID), for the
+    throwaway replay of `narad check`: whether an op applies never depends on them."""
+
+    start_offset = 0
+    next_offset = 0
+    last_id = (0, 0)
+
+
+def _replay_fault(uid: int, records: Iterable[tuple[int, bytes]]) -> StateFault | None:
+    """Replay state records into a throwaway stream, with the handlers the server
+    runs; the first fault."""
+    import narad.queues.queue  # registers the queue ops
+    import narad.streams.groups  # noqa: F401  (registers the group ops)
+
+    stream = Stream.__new__(Stream)
+    stream.uid = uid
+    stream.data = _NoData()  # type: ignore[assignment]
+    stream._init_state()
+    stream.replay(records)
+    return stream.fault
+
+
+def _state_logs(root: Path) -> Iterator[tuple[int, Path]]:
+    """(uid, state log folder) of every stream of data dir `root` that its metadata
+    log names (a folder it does not name is an orphan, which the server removes)."""
+    from narad.metalog import DATABASES_ANY, MetaState
+    from narad.schema.keyspace import StreamSchemas
+
+    if not (root / "meta").is_dir():
+        return
+    meta = MetaState(StreamSchemas(), DATABASES_ANY)
+    meta.replay(folder_records(root / "meta"))
+    for uid in sorted(meta.names):
+        folder = root / "streams" / str(uid) / "state"
+        if folder.is_dir():
+            yield uid, folder
+
+
+def check_states(root: Path) -> list[Problem]:
+    """Replay every stream's state log of data dir `root` from its segment files
+    (read-only) and report each stream's op that cannot be applied."""
+    problems = []
+    for uid, folder in _state_logs(root):
+        fault = _replay_fault(uid, folder_records(folder))
+        if fault is not None:
+            problems.append(Problem(
+                Kind.STATE_OP, folder, None,
+                f"op at offset {fault.offset} cannot be applied: {fault.what}; the stream "
+                "is unavailable (a repair truncates its state log there)", repairable=True))
+    return problems
+
+
+def repair_states(root: Path) -> int:
+    """`narad check --repair` for the state logs of data dir `root`: each stream's
+    state log is truncated at its op that cannot be applied, so that the stream opens
+    with the state its earlier ops made. Returns how many logs were truncated. The
+    caller holds the data dir's lock (narad/log/lock.py)."""
+    repaired = 0
+    for uid, folder in _state_logs(root):
+        fault = _replay_fault(uid, folder_records(folder))
+        if fault is not None:
+            state = Log.open(folder, LogConfig(segment_ms=0))  # writes nothing but the cut
+            try:
+                state.truncate(fault.offset)
+            finally:
+                state.close()
+            repaired += 1
+    return repaired

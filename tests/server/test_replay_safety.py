@@ -18,11 +18,11 @@ import msgpack
 import pytest
 import redis
 
-from narad.log import Log, LogConfig
+from narad.log import FLAG_ENTRY, Log, LogConfig
 from narad.metalog import DATABASES_ANY, MetaState
 from narad.schema.keyspace import StreamSchemas
 from narad.store import log_records
-from tests.servers import NaradProcess
+from tests.servers import NaradProcess, wait_until
 
 DOC = {"type": "object", "properties": {"n": {"type": "integer"}}, "required": ["n"]}
 
@@ -179,3 +179,271 @@ def test_stored_version_with_a_refused_pattern_starts_and_answers_why(
     r = server.client(decode_responses=True)
     r.execute_command("Q.PUSH", "k", '"x"')
     assert r.execute_command("Q.SCHEMA", "VERSIONS", "k") == []
+
+
+# -- state logs: a stream's consumer groups and a queue's state -------------------------
+
+
+def append_state_ops(data: Path, key: bytes, *payloads: bytes) -> int:
+    """Append records to `key`'s state log as the server writes its ops (a payload
+    is a packed op, or any bytes); returns the first one's offset."""
+    state = Log.open(data / "streams" / str(uid_of(data, key)) / "state", LogConfig())
+    try:
+        first = state.next_offset
+        for payload in payloads:
+            state.append(payload)
+        state.write()
+        state.sync()
+        return first
+    finally:
+        state.close()
+
+
+def op(*fields: object) -> bytes:
+    return msgpack.packb(list(fields), use_bin_type=True)
+
+
+def state_fault_lines(server: NaradProcess) -> list[str]:
+    return [line for line in server.log_path.read_text(errors="replace").splitlines()
+            if "state op cannot be applied" in line]
+
+
+def check_reports_and_repairs(data: Path, offset: int, why: str) -> None:
+    run = narad_check(data)
+    assert run.returncode == 1, run.stdout + run.stderr
+    assert f"state-op: op at offset {offset} cannot be applied: {why}" in run.stdout, run.stdout
+    assert "[repairable with --repair]" in run.stdout
+    run = narad_check(data, "--repair")
+    assert run.returncode == 0, run.stdout + run.stderr
+    assert "state-op:" in run.stdout and "[repaired]" in run.stdout
+    run = narad_check(data)
+    assert run.returncode == 0 and run.stdout.rstrip().endswith(": clean"), run.stdout
+
+
+def test_unapplicable_queue_op_leaves_the_queue_unavailable_until_repaired(
+        server: NaradProcess) -> None:
+    data = server.folder / "data"
+    r = server.client()
+    for key in ("q", "other"):
+        r.execute_command("Q.CREATE", key)
+        r.execute_command("Q.PUSH", key, "m1")
+        r.execute_command("Q.PUSH", key, "m2")
+    popped = r.execute_command("Q.POP", "q")
+    assert r.execute_command("Q.ACK", "q", popped[0][b"receipt"]) == 1
+    server.stop()
+    uid = uid_of(data, b"q")
+    # A wrong shape (the offsets are not a list), then an op it would have allowed.
+    bad = append_state_ops(data, b"q", op("q.ack", 5), op("q.take", 2, [1]))
+
+    server.start()  # the node starts on its own data
+    r = server.client()
+    why = "q.ack op: 'int' object is not iterable"
+    unavailable = (f"^key 'q' is unavailable: its state op at streams/{uid}/state offset {bad} "
+                   f"cannot be applied: {why} \\(run narad check --repair with the server "
+                   "stopped, or delete the key\\)$")
+    for command in (("Q.PUSH", "q", "m3"), ("Q.POP", "q"), ("Q.STATS", "q"), ("XLEN", "q"),
+                    ("XRANGE", "q", "-", "+"), ("EXISTS", "q"), ("Q.CONFIG", "q", "GET")):
+        with pytest.raises(redis.ResponseError, match=unavailable):
+            r.execute_command(*command)
+    assert r.execute_command("Q.POP", "other")[0][b"payload"] == b"m1"
+    assert r.dbsize() == 2 and sorted(r.keys()) == [b"other", b"q"]  # it is still there
+    lines = state_fault_lines(server)
+    assert len(lines) == 1, server.log()
+    assert f"log={data / 'streams' / str(uid) / 'state'} offset={bad} stream_uid={uid} " \
+        in lines[0]
+    server.stop()
+
+    check_reports_and_repairs(data, bad, why)
+    server.start()
+    r = server.client()
+    assert r.execute_command("Q.STATS", "q")[b"acked"] == 1  # as its ops left it before the bad one
+    message = r.execute_command("Q.POP", "q")
+    assert message[0][b"payload"] == b"m2"  # the q.take after it was not applied
+    r.execute_command("Q.PUSH", "q", "m3")
+    assert len(state_fault_lines(server)) == 1  # the first start's
+
+
+def test_unapplicable_group_op_leaves_the_stream_unavailable_until_repaired(
+        server: NaradProcess) -> None:
+    data = server.folder / "data"
+    r = server.client()
+    for key in ("s", "other"):
+        r.xadd(key, {"f": "1"}, id="1-1")
+        r.xadd(key, {"f": "2"}, id="2-1")
+        r.xgroup_create(key, "g", id="0")
+    r.xreadgroup("g", "c", {"s": ">"}, count=1)
+    server.stop()
+    uid = uid_of(data, b"s")
+    bad = append_state_ops(data, b"s", op("gdestroy", b"nope"), op("gdestroy", b"g"))
+
+    server.start()
+    r = server.client()
+    why = "gdestroy op: b'nope'"
+    unavailable = f"^key 's' is unavailable: its state op at streams/{uid}/state offset {bad} "
+    for command in (("XADD", "s", "*", "f", "3"), ("XREADGROUP", "GROUP", "g", "c", "STREAMS",
+                    "s", ">"), ("XINFO", "GROUPS", "s"), ("XPENDING", "s", "g"),
+                    ("XLEN", "s"), ("TYPE", "s"), ("RENAME", "s", "t")):
+        with pytest.raises(redis.ResponseError, match=unavailable):
+            r.execute_command(*command)
+    assert r.xreadgroup("g", "c", {"other": ">"}) == [[b"other", [
+        (b"1-1", {b"f": b"1"}), (b"2-1", {b"f": b"2"})]]]
+    lines = state_fault_lines(server)
+    assert len(lines) == 1 and f"offset={bad} stream_uid={uid} " in lines[0], server.log()
+    server.stop()
+
+    check_reports_and_repairs(data, bad, why)
+    server.start()
+    r = server.client()
+    assert r.xpending("s", "g")["pending"] == 1  # the group as its ops left it
+    assert r.xreadgroup("g", "c", {"s": ">"}) == [[b"s", [(b"2-1", {b"f": b"2"})]]]
+    r.xadd("s", {"f": "3"})
+
+
+def test_unavailable_key_can_be_deleted_and_made_again(server: NaradProcess) -> None:
+    """A record that is not an op at all; DEL, Q.DROP and RENAME over it remove the
+    key (its repair by the client), SWAPDB moves it, FLUSHDB reaches it too."""
+    data = server.folder / "data"
+    r = server.client()
+    for key in ("q", "q2"):
+        r.execute_command("Q.CREATE", key)
+    r.xadd("s", {"f": "v"})
+    r.xgroup_create("s", "g", id="0")
+    r.xadd("s2", {"f": "v"})
+    server.stop()
+    for key in (b"q", b"q2", b"s"):
+        append_state_ops(data, key, b"\xc1 not msgpack")
+
+    server.start()
+    r = server.client()
+    with pytest.raises(redis.ResponseError, match="cannot be applied: the record is not msgpack"):
+        r.execute_command("Q.PUSH", "q", "m")
+    assert r.execute_command("Q.DROP", "q") == 1
+    r.swapdb(0, 1)  # it moves with its database
+    with pytest.raises(redis.ResponseError, match=r"^key 'q2' is unavailable"):
+        server.client(db=1).execute_command("Q.STATS", "q2")
+    assert r.dbsize() == 0 and server.client(db=1).info("keyspace")["db1"]["keys"] == 3
+    r.swapdb(0, 1)
+    assert r.rename("s2", "q2") and r.exists("q2") == 1  # RENAME over it deletes it
+    r.execute_command("Q.CREATE", "q")
+    r.execute_command("Q.PUSH", "q", "m")
+    assert r.delete("s") == 1
+    r.xadd("s", {"f": "w"})
+    assert r.xlen("s") == 1
+    r.flushdb()
+    assert r.dbsize() == 0
+    server.restart()
+    assert server.client().dbsize() == 0
+    server.stop()
+    assert narad_check(data).returncode == 0
+
+
+def test_subscriber_entry_that_does_not_decode_does_not_stop_the_start(
+        server: NaradProcess) -> None:
+    """Recovering a subscription reads the subscriber's entries: one whose payload
+    does not decode (its record's CRC is sound) is not a copy, not a reason to stop."""
+    data = server.folder / "data"
+    r = server.client()
+    r.execute_command("Q.CREATE", "src")
+    r.execute_command("Q.CREATE", "sub")
+    r.execute_command("Q.SUBSCRIBE", "sub", "src")
+    r.execute_command("Q.PUSH", "src", "m1")
+    wait_until(lambda: r.xlen("sub") == 1)
+    server.stop()
+    log = Log.open(data / "streams" / str(uid_of(data, b"sub")) / "data", LogConfig())
+    try:
+        id_ms, id_seq = log.last_id
+        log.append(b"\x05", id_ms, id_seq + 1, FLAG_ENTRY)  # 5 fields, and no bytes
+        log.write()
+        log.sync()
+    finally:
+        log.close()
+
+    server.start()
+    r = server.client()
+    r.execute_command("Q.PUSH", "src", "m2")
+    wait_until(lambda: r.xlen("sub") == 3)  # m1's copy, the bad entry, m2's copy
+    assert r.xrevrange("sub", count=1)[0][1][b"payload"] == b"m2"
+
+
+def log_end(folder: Path) -> int:
+    log = Log.open(folder, LogConfig())
+    try:
+        return log.next_offset
+    finally:
+        log.close()
+
+
+def test_the_server_writes_nothing_to_an_unavailable_queue(tmp_path: Path) -> None:
+    """Its timers do not run, a queue whose DLQ it is drops its dead letters, and a
+    queue that subscribes to it keeps its subscription for after the repair."""
+    server = NaradProcess(tmp_path / "narad", ["--enable-debug-command", "yes"])
+    server.start()
+    try:
+        data = server.folder / "data"
+        r = server.client()
+        r.execute_command("Q.CREATE", "q")
+        r.execute_command("Q.PUSH", "q", "a")
+        assert r.execute_command("Q.POP", "q")  # in flight, its deadline 30 s away
+        r.execute_command("Q.CREATE", "h", "MAXRECEIVES", 1, "DLQ", "q")
+        r.execute_command("Q.PUSH", "h", "x")
+        assert r.execute_command("Q.POP", "h")  # dead-lettered when its deadline passes
+        r.execute_command("Q.CREATE", "sub")
+        r.execute_command("Q.SUBSCRIBE", "sub", "q")
+        server.stop()
+        append_state_ops(data, b"q", op("q.nope"))
+        folder = data / "streams" / str(uid_of(data, b"q"))
+        ends = log_end(folder / "state"), log_end(folder / "data")
+
+        server.start()
+        r = server.client()
+        r.execute_command("DEBUG", "CLOCK", "FREEZE")
+        r.execute_command("DEBUG", "CLOCK", "ADVANCE", 100_000)  # every deadline passes
+        assert r.execute_command("Q.STATS", "h")[b"dropped"] == 1
+        assert r.execute_command("Q.STATS", "sub")[b"subscriptions"] == 1
+        server.stop()
+        assert (log_end(folder / "state"), log_end(folder / "data")) == ends
+
+        check_reports_and_repairs(data, ends[0] - 1, "unknown state op 'q.nope'")
+        server.start()
+        r = server.client()
+        r.execute_command("Q.PUSH", "q", "b")
+        wait_until(lambda: r.xlen("sub") == 1)  # copying from it goes on
+        assert r.execute_command("Q.STATS", "q")[b"in_flight"] == 1  # "a", as it was
+    finally:
+        server.stop()
+
+
+def test_a_cycle_through_an_unavailable_queue_is_refused(server: NaradProcess) -> None:
+    data = server.folder / "data"
+    r = server.client()
+    for key in ("a", "f", "b"):
+        r.execute_command("Q.CREATE", key)
+    r.execute_command("Q.SUBSCRIBE", "f", "a")
+    r.execute_command("Q.SUBSCRIBE", "b", "f")
+    server.stop()
+    append_state_ops(data, b"f", op("q.nope"))
+    server.start()
+    r = server.client()
+    with pytest.raises(redis.ResponseError, match="cycle"):  # a -> f -> b -> a
+        r.execute_command("Q.SUBSCRIBE", "a", "b")
+    assert r.execute_command("Q.STATS", "a")[b"subscribers"] == 1
+
+
+def test_check_replays_only_the_state_logs_the_metadata_names(server: NaradProcess) -> None:
+    """A stream folder no key names (left by a crash after a delete) is an orphan the
+    server removes at start: its state log is not the data dir's problem."""
+    data = server.folder / "data"
+    server.client().xadd("s", {"f": "v"})
+    server.stop()
+    orphan = Log.open(data / "streams" / "999" / "state", LogConfig())
+    try:
+        orphan.append(op("q.nope"))
+        orphan.write()
+        orphan.sync()
+    finally:
+        orphan.close()
+    run = narad_check(data)
+    assert run.returncode == 0 and "state-op" not in run.stdout, run.stdout
+    server.start()
+    assert server.client().xlen("s") == 1
+    assert not (data / "streams" / "999").exists()
