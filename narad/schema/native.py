@@ -114,7 +114,9 @@ def regex_options() -> Any:
     return _jsonschema_rs().RegexOptions()
 
 
-@functools.lru_cache(maxsize=4096)
+# A matcher of a pattern with a class escape holds 100-280 KiB once used: 256 of them
+# bound this cache to well under 100 MiB, whatever patterns clients send.
+@functools.lru_cache(maxsize=256)
 def _matcher(pattern: str) -> Callable[[str], bool]:
     translated = translate(pattern)
     if translated is None:
