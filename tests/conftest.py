@@ -6,6 +6,7 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
+import redis
 
 from tests.servers import NaradProcess, RedisProcess, have_redis_server
 
@@ -26,6 +27,16 @@ def debug_narad(tmp_path_factory: pytest.TempPathFactory) -> Iterator[NaradProce
     server.start()
     yield server
     server.stop()
+
+
+@pytest.fixture
+def frozen_client(debug_narad: NaradProcess) -> Iterator[redis.Redis]:
+    """A RESP3 client of `debug_narad` with the queue clock frozen, so that no
+    deadline falls due while a test runs unless the test moves the clock."""
+    client = debug_narad.client(protocol=3)
+    client.execute_command("DEBUG", "CLOCK", "FREEZE")
+    yield client
+    client.close()
 
 
 @pytest.fixture(scope="module")

@@ -1,11 +1,11 @@
-"""Hostile input to the Q.* commands through a real server (issue 16, docs/queues.md):
+"""Hostile input to the Q.* commands through a real server (docs/queues.md):
 every number option at and past its documented range, and receipts that are not
 this queue's (forged, another queue's, a message ID, a dropped queue's)."""
 
 from __future__ import annotations
 
 import itertools
-from collections.abc import Callable, Iterator
+from collections.abc import Callable
 from pathlib import Path
 
 import pytest
@@ -31,11 +31,8 @@ def server(debug_narad: NaradProcess) -> NaradProcess:
 
 
 @pytest.fixture
-def r(server: NaradProcess) -> Iterator[redis.Redis]:
-    client = server.client(protocol=3)
-    client.execute_command("DEBUG", "CLOCK", "FREEZE")
-    yield client
-    client.close()
+def r(frozen_client: redis.Redis) -> redis.Redis:
+    return frozen_client
 
 
 def fresh(r: redis.Redis, *settings: object) -> bytes:

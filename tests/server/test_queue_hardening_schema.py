@@ -1,12 +1,11 @@
-"""What the server appends on its own respects the target's schema (issue 16,
-docs/queues.md "Schemas"): fan-out copies, dead letters and Q.REDRIVE, through a real
+"""What the server appends on its own respects the target's schema (docs/queues.md
+"Schemas"): fan-out copies, dead letters and Q.REDRIVE, through a real
 server."""
 
 from __future__ import annotations
 
 import itertools
 import json
-from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
@@ -25,11 +24,8 @@ def server(debug_narad: NaradProcess) -> NaradProcess:
 
 
 @pytest.fixture
-def r(server: NaradProcess) -> Iterator[redis.Redis]:
-    client = server.client(protocol=3)
-    client.execute_command("DEBUG", "CLOCK", "FREEZE")
-    yield client
-    client.close()
+def r(frozen_client: redis.Redis) -> redis.Redis:
+    return frozen_client
 
 
 def name(kind: str) -> str:

@@ -6,7 +6,6 @@ from __future__ import annotations
 
 import itertools
 import socket
-from collections.abc import Iterator
 from pathlib import Path
 
 import hiredis
@@ -24,11 +23,8 @@ def server(debug_narad: NaradProcess) -> NaradProcess:
 
 
 @pytest.fixture
-def r(server: NaradProcess) -> Iterator[redis.Redis]:
-    client = server.client(protocol=3)
-    client.execute_command("DEBUG", "CLOCK", "FREEZE")
-    yield client
-    client.close()
+def r(frozen_client: redis.Redis) -> redis.Redis:
+    return frozen_client
 
 
 @pytest.fixture
