@@ -138,6 +138,7 @@ class Server:
         self.loop: asyncio.AbstractEventLoop | None = None
         self.shutdown_requested: asyncio.Event | None = None
         self.run_id = os.urandom(20).hex()
+        self._stop_deadline_armed = False  # by the first stop signal (_stop_signal)
         self.tcp_port = 0
         self.slowlog_threshold_us = int(config["slowlog-log-slower-than"])  # type: ignore[call-overload]
         config.on_change("slowlog-log-slower-than", self._set_slowlog_threshold)
@@ -617,12 +618,15 @@ class Server:
         graceful stop and arms a deadline on a thread of its own that needs no
         interpreter lock: if the stop has not finished within `shutdown-timeout`, that
         thread dumps every thread's stack to the log and exits the process with
-        status 1 (what is committed stays, as after kill -9)."""
+        status 1 (what is committed stays, as after kill -9). The deadline is the
+        first signal's: a later one does not move it."""
         timeout = int(self.config["shutdown-timeout"])  # type: ignore[call-overload]
         logger.warning(
             "event=stop_requested signal=%s deadline_s=%d", signal.Signals(signum).name, timeout
         )
-        faulthandler.dump_traceback_later(timeout, exit=True, file=_log_stream())
+        if not self._stop_deadline_armed:
+            self._stop_deadline_armed = True
+            faulthandler.dump_traceback_later(timeout, exit=True, file=_log_stream())
         assert self.loop is not None
         self.loop.call_soon_threadsafe(self.request_shutdown)
 

@@ -33,7 +33,6 @@ Owned by the event loop thread.
 
 from __future__ import annotations
 
-import contextlib
 import logging
 import os
 import shutil
@@ -44,7 +43,7 @@ from typing import TYPE_CHECKING, Any
 
 import msgpack
 
-from narad.config import Config
+from narad.config import BadValue, Config
 from narad.log import FsyncPolicy, GroupCommit, Log, LogConfig, LogFailed
 from narad.log.lock import FolderBusy, lock_folder
 from narad.metalog import DATABASES_ANY, MetaState
@@ -284,8 +283,9 @@ class Store:
     def apply_settings(self) -> None:
         """Put CONFIG SET's values of the settings the logs carry into every open log:
         segment and retention bounds, stream-node-max-entries and the fsync policy.
-        Entering `fsync always`, everything written before is fsynced at once, so that
-        every record a reply or a consumer can see from now on is durable."""
+        Entering `fsync always`, everything written before is fsynced first, so that
+        every record a reply or a consumer can see from now on is durable; when that
+        fsync fails, the policy stays as it was and CONFIG SET answers an error."""
         for stream in self.streams.values():
             stream.data.config = self.log_config()
             stream.state.config = self.log_config(STATE_SEGMENT_BYTES)
@@ -295,13 +295,15 @@ class Store:
         policy = FsyncPolicy(str(self.config["fsync"]))
         if policy is self.policy:
             return
-        self.policy = policy
-        self.group_commit.set_policy(policy)
         if policy is FsyncPolicy.ALWAYS:
             logs = [log for s in self.streams.values() for log in (s.data, s.state)]
             for log in [*logs, *([self.meta] if self.meta is not None else [])]:
-                with contextlib.suppress(LogFailed):  # a failed log refuses writes anyway
+                try:
                     log.sync()
+                except LogFailed as exc:
+                    raise BadValue(f"cannot fsync what was written before: {exc}") from None
+        self.policy = policy
+        self.group_commit.set_policy(policy)
 
     def maintain(self) -> None:
         """Periodic upkeep between commits: retention deletes whole sealed data

@@ -81,6 +81,11 @@ class DeferredAdds:
             added = False
             for taker in self.takers:
                 _refuse(taker, CommandError(str(exc), "IOERR"))
+        except Exception as exc:  # a bug: each taker gets an error reply, as in Server.call
+            added = False
+            error = self.server.unexpected(exc, self.takers[0][1].name, "adding the held-back")
+            for taker in self.takers:
+                _refuse(taker, error)
         if added:
             self.server.key_written(self.stream.db, self.stream.key)
         usec = (time.perf_counter_ns() - start) // 1000

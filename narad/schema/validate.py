@@ -194,6 +194,9 @@ def _check_regexes(doc: Document) -> None:
         if isinstance(names, dict):
             for name in names:
                 _refuse_regex(name, (*path, "patternProperties", name))
+            if len(names) > 1 and "additionalProperties" in node:
+                # python-jsonschema's additionalProperties matches them as one regex.
+                _refuse_regex("|".join(names), (*path, "patternProperties"))
 
 
 def _refuse_regex(pattern: str, path: Path) -> None:
