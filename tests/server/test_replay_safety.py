@@ -485,3 +485,26 @@ def test_a_queue_whose_schema_faulted_takes_no_letters_nor_redriven_messages(
         assert r.execute_command("PING")
     finally:
         server.stop()
+
+
+def test_copying_into_a_subscriber_whose_schema_faulted_waits(server: NaradProcess) -> None:
+    """The other subscribers of the source keep copying; nothing fails in the loop."""
+    data = server.folder / "data"
+    r = server.client()
+    for key in (b"src", b"bad", b"ok"):
+        r.execute_command("Q.CREATE", key)
+    r.execute_command("Q.SCHEMA", "SET", "bad", json.dumps(DOC))
+    r.execute_command("Q.SUBSCRIBE", "bad", "src")
+    r.execute_command("Q.SUBSCRIBE", "ok", "src")
+    server.stop()
+    uid = uid_of(data, b"bad")
+    append_meta_op(data, ["schema.set", b"%d" % uid, 2, "{not json", None, "BACKWARD"])
+
+    server.start()
+    r = server.client()
+    r.execute_command("Q.PUSH", "src", "a")
+    r.execute_command("Q.PUSH", "src", "b")
+    assert r.execute_command("PING")
+    assert r.xlen("ok") == 2
+    assert r.xlen("bad") == 0  # copying waits for Q.SCHEMA DROP or a repair
+    assert "internal error" not in server.log().lower()
