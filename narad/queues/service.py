@@ -48,6 +48,7 @@ from narad.queues.queue import (
 )
 from narad.resp import BigNumber, Encoded, Push, encode_into
 from narad.schema.errors import PayloadError
+from narad.schema.keyspace import Unavailable
 from narad.streams import ids
 from narad.streams.stream import Stream
 
@@ -362,17 +363,27 @@ class QueueService:
 
     def _dlq(self, queue: Queue) -> Queue | None:
         """The queue's dead-letter queue, if it has one that still exists and is
-        available (an unavailable one takes no letters: they are dropped, as for a
-        DLQ that is gone)."""
+        available, its schema state usable (else it takes no letters: they are
+        dropped, as for a DLQ that is gone)."""
         if not queue.settings.dlq:
             return None
         stream = self.store.dbs[queue.stream.db].get(queue.settings.dlq)
         dlq = None if stream is None else stream.queue
-        return None if dlq is queue else dlq
+        if dlq is None or dlq is queue or self.schema_faulted(dlq.stream):
+            return None
+        return dlq
+
+    def schema_faulted(self, stream: Stream) -> bool:
+        """Whether `stream`'s schema state is unusable (a metadata op of it faulted:
+        narad/schema/keyspace.py): the server appends nothing to it on its own, as for
+        an unavailable stream, until Q.SCHEMA DROP or a repair."""
+        return stream.uid in self.store.schemas.faults
 
     def schema_refusal(self, stream: Stream, fields: list[bytes]) -> PayloadError | None:
         """Why `stream`'s schema refuses an entry the server appends on its own (a
         fan-out copy, a dead letter, a redriven message); None: accepted, or no schema.
+        A stream whose schema faulted raises the fault's error (callers skip such a
+        stream first: `schema_faulted`).
 
         The entry is judged as its producer's entry was, by the produce path's own
         validator (narad.schema.registry.Active): the fields the server adds
@@ -382,6 +393,8 @@ class QueueService:
         active = self.store.validators.get(stream.uid)
         if active is None:
             return None
+        if isinstance(active, Unavailable):
+            raise active.fault.error(stream.key)
         own = without(fields, SOURCE_FIELDS + ORIGIN_FIELDS)
         try:
             if len(own) == 2 and own[0] == b"payload":
@@ -399,6 +412,27 @@ class QueueService:
         when it is the first, else the number moved before it is returned."""
         self._expire(dlq, self.clock.now_ms())
         offsets, cursor = dlq.choose(count)
+        try:
+            moves = self._redrive_moves(dlq, to, offsets)
+        except CommandError:
+            dlq.unchoose(offsets)  # the chosen stay ready, as if never chosen
+            raise
+        if len(moves) < len(offsets):
+            dlq.unchoose(offsets)
+            # The same choice, cut before the one that cannot move (nothing was logged).
+            return self.redrive(dlq, to, len(moves))
+        for target, fields in moves:
+            self.append(target.stream, [fields])
+        if offsets or cursor != dlq.cursor:
+            dlq.stream.log_op(["q.take", cursor, offsets])
+        return len(offsets)
+
+    def _redrive_moves(
+        self, dlq: Queue, to: Queue | None, offsets: list[int]
+    ) -> list[tuple[Queue, list[bytes]]]:
+        """Where each chosen dead letter goes and what it carries, up to the first
+        that cannot move; that one's error is raised when it is the first (also a
+        target whose state or schema is unavailable: its fault's error)."""
         records = read_records(dlq.stream, offsets)
         moves: list[tuple[Queue, list[bytes]]] = []
         for rec in records:
@@ -418,18 +452,12 @@ class QueueService:
             else:
                 problem = self.schema_refusal(target.stream, fields)
             if problem is not None:
-                dlq.unchoose(offsets)
                 if not moves:
                     raise problem
-                # The same choice, cut before this one (nothing was logged meanwhile).
-                return self.redrive(dlq, to, len(moves))
+                return moves
             assert target is not None
             moves.append((target, without(fields, ORIGIN_FIELDS)))
-        for target, fields in moves:
-            self.append(target.stream, [fields])
-        if offsets or cursor != dlq.cursor:
-            dlq.stream.log_op(["q.take", cursor, offsets])
-        return len(offsets)
+        return moves
 
     def append(self, stream: Stream, entries: list[list[bytes]]) -> list[int]:
         """Append entries with automatic IDs, all or none; their IDs. WATCHers,
@@ -471,8 +499,8 @@ class QueueService:
                 if source is None:  # the source was deleted: the subscription ends
                     queue.stream.log_op(["q.unsub", sub.source])
                     continue
-                if source.fault is not None:  # unavailable: copying waits for its repair
-                    continue
+                if source.fault is not None or self.schema_faulted(queue.stream):
+                    continue  # unavailable: copying waits for its repair (or schema drop)
                 end = source.data.durable_end if always else source.data.written_end
                 start = max(sub.next, source.start)
                 if start >= end:
@@ -505,7 +533,8 @@ class QueueService:
         self, queue: Queue, source: Stream, refused: list[tuple[list[bytes], PayloadError]]
     ) -> None:
         """Fan-out copies the subscriber's schema refused: never appended to it, but
-        dead-lettered (with the refusal in `schema_error`) when its DLQ takes them, else
+        sent to its DLQ (with the refusal in `schema_error`; not dead letters: not
+        counted in `dead_lettered`) when the DLQ takes them, else
         dropped (also when copying flows from the DLQ into the subscriber); counted in
         `schema_rejected` either way. The caller then logs the
         subscription's position past them, in the same commit."""

@@ -447,3 +447,64 @@ def test_check_replays_only_the_state_logs_the_metadata_names(server: NaradProce
     server.start()
     assert server.client().xlen("s") == 1
     assert not (data / "streams" / "999").exists()
+
+
+def test_a_queue_whose_schema_faulted_takes_no_letters_nor_redriven_messages(
+    tmp_path: Path,
+) -> None:
+    """Its source drops the dead letters and keeps working; redrive to it answers the
+    fault's error and leaves the DLQ's messages ready."""
+    server = NaradProcess(tmp_path / "narad", ["--enable-debug-command", "yes"])
+    server.start()
+    try:
+        data = server.folder / "data"
+        r = server.client()
+        for key in (b"bad", b"dlq", b"ok"):
+            r.execute_command("Q.CREATE", key)
+        r.execute_command("Q.SCHEMA", "SET", "bad", json.dumps(DOC))
+        r.execute_command("Q.CREATE", "src", "MAXRECEIVES", 1, "DLQ", "bad")
+        r.execute_command("Q.CREATE", "h", "MAXRECEIVES", 1, "DLQ", "dlq")
+        r.execute_command("Q.PUSH", "src", "x")
+        r.execute_command("Q.PUSH", "h", "y")
+        assert r.execute_command("Q.POP", "src") and r.execute_command("Q.POP", "h")
+        server.stop()
+        uid = uid_of(data, b"bad")
+        append_meta_op(data, ["schema.set", b"%d" % uid, 2, "{not json", None, "BACKWARD"])
+
+        server.start()
+        r = server.client()
+        r.execute_command("DEBUG", "CLOCK", "FREEZE")
+        r.execute_command("DEBUG", "CLOCK", "ADVANCE", 100_000)  # both deadlines pass
+        r.execute_command("Q.PUSH", "src", "z")
+        assert b"z" in repr(r.execute_command("Q.POP", "src")).encode()  # the source works
+        assert r.execute_command("Q.STATS", "src")[b"dropped"] == 1
+        assert r.execute_command("Q.STATS", "dlq")[b"visible"] == 1
+        with pytest.raises(redis.ResponseError, match="key 'bad' is unavailable"):
+            r.execute_command("Q.REDRIVE", "dlq", "TO", "bad")
+        assert r.execute_command("Q.REDRIVE", "dlq", "TO", "ok") == 1  # still there
+        assert r.execute_command("PING")
+    finally:
+        server.stop()
+
+
+def test_copying_into_a_subscriber_whose_schema_faulted_waits(server: NaradProcess) -> None:
+    """The other subscribers of the source keep copying; nothing fails in the loop."""
+    data = server.folder / "data"
+    r = server.client()
+    for key in (b"src", b"bad", b"ok"):
+        r.execute_command("Q.CREATE", key)
+    r.execute_command("Q.SCHEMA", "SET", "bad", json.dumps(DOC))
+    r.execute_command("Q.SUBSCRIBE", "bad", "src")
+    r.execute_command("Q.SUBSCRIBE", "ok", "src")
+    server.stop()
+    uid = uid_of(data, b"bad")
+    append_meta_op(data, ["schema.set", b"%d" % uid, 2, "{not json", None, "BACKWARD"])
+
+    server.start()
+    r = server.client()
+    r.execute_command("Q.PUSH", "src", "a")
+    r.execute_command("Q.PUSH", "src", "b")
+    assert r.execute_command("PING")
+    assert r.xlen("ok") == 2
+    assert r.xlen("bad") == 0  # copying waits for Q.SCHEMA DROP or a repair
+    assert "internal error" not in server.log().lower()
