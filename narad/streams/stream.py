@@ -172,22 +172,16 @@ class Stream:
 
     def _replay(self) -> None:
         count = self.replay(log_records(self.state))
-        if self.fault is not None:
-            return  # the state is unknown past the fault: nothing reads it
-        # The data log may have lost an unacknowledged tail the state already saw.
-        end = self.data.next_offset
-        self.start = min(max(self.start, self.data.start_offset), end)
-        self.deleted = {o for o in self.deleted if self.start <= o < end}
-        self._note_last_id()
-        if self.queue is not None:
-            self.queue.forget_lost_tail()
-        if count:
+        if count and self.fault is None:
             logger.debug("stream %d: replayed %d state records", self.uid, count)
 
     def replay(self, records: Iterable[tuple[int, bytes]]) -> int:
         """Apply (offset, payload) state records, oldest first, up to the first that
-        cannot be applied, which becomes `fault`; how many were applied."""
-        count = 0
+        cannot be applied, which becomes `fault`, then settle the state on the data
+        log (`_settle`); how many were applied. An op may apply yet leave values that
+        make the settling raise (a `snap` whose start is not an int): that too is a
+        fault, at the last applied op's offset, since no later op is to blame."""
+        count, last = 0, 0
         for offset, payload in records:
             stage = "the record is not msgpack: "  # what the fault's reason starts with
             try:
@@ -201,11 +195,28 @@ class Stream:
                 stage = f"{op[0]} op: "
                 handler(self, op)
             except Exception as error:
-                what = stage + (" ".join(str(error).split()) or type(error).__name__)
-                self.fault = StateFault(offset, self.uid, what[:300], state_log_name(self.uid))
+                self._set_fault(offset, stage, error)
                 return count
-            count += 1
+            count, last = count + 1, offset
+        try:
+            self._settle()
+        except Exception as error:
+            self._set_fault(last, "settling the replayed state on the data log: ", error)
         return count
+
+    def _set_fault(self, offset: int, stage: str, error: Exception) -> None:
+        what = stage + (" ".join(str(error).split()) or type(error).__name__)
+        self.fault = StateFault(offset, self.uid, what[:300], state_log_name(self.uid))
+
+    def _settle(self) -> None:
+        """After replay: the data log may have lost an unacknowledged tail the state
+        already saw; the state forgets it."""
+        end = self.data.next_offset
+        self.start = min(max(self.start, self.data.start_offset), end)
+        self.deleted = {o for o in self.deleted if self.start <= o < end}
+        self._note_last_id()
+        if self.queue is not None:
+            self.queue.forget_lost_tail()
 
     def snapshot_op(self) -> list[Any]:
         groups = [group.snapshot() for group in self.groups.values()]
@@ -478,8 +489,9 @@ def _apply_snapshot(stream: Stream, op: list[Any]) -> None:
 
 
 class _NoData:
-    """What op handlers read of a stream's data log (its ends, its last ID), for the
-    throwaway replay of `narad check`: whether an op applies never depends on them."""
+    """What op handlers and the settling read of a stream's data log (its ends, its
+    last ID), for the throwaway replay of `narad check`: whether an op applies, or
+    the state settles, never depends on their values."""
 
     start_offset = 0
     next_offset = 0
@@ -487,8 +499,8 @@ class _NoData:
 
 
 def _replay_fault(uid: int, records: Iterable[tuple[int, bytes]]) -> StateFault | None:
-    """Replay state records into a throwaway stream, with the handlers the server
-    runs; the first fault."""
+    """Replay state records into a throwaway stream, with the handlers and the
+    settling the server runs; the first fault."""
     import narad.queues.queue  # registers the queue ops
     import narad.streams.groups  # noqa: F401  (registers the group ops)
 

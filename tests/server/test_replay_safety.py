@@ -508,3 +508,38 @@ def test_copying_into_a_subscriber_whose_schema_faulted_waits(server: NaradProce
     assert r.xlen("ok") == 2
     assert r.xlen("bad") == 0  # copying waits for Q.SCHEMA DROP or a repair
     assert "internal error" not in server.log().lower()
+
+
+@pytest.mark.parametrize("kind", ["queue", "stream"])
+def test_op_that_applies_but_cannot_settle_leaves_the_key_unavailable_until_repaired(
+        server: NaradProcess, kind: str) -> None:
+    """An op with wrong types that its handler takes without raising (a q.deliver
+    whose cursor is a string, a snap whose start is one) makes the settling after
+    replay raise: that faults the stream at the op, it does not stop the start."""
+    data = server.folder / "data"
+    r = server.client()
+    if kind == "queue":
+        r.execute_command("Q.CREATE", "k")
+        r.execute_command("Q.PUSH", "k", "m1")
+        bad_op = op("q.deliver", 9, 2**40, 1, "2", [])
+    else:
+        r.xadd("k", {"f": "1"}, id="1-1")
+        bad_op = op("snap", "x", [], bytes(16), 0, bytes(16), [], None)
+    server.stop()
+    uid = uid_of(data, b"k")
+    bad = append_state_ops(data, b"k", bad_op)
+
+    server.start()
+    r = server.client()
+    why = "settling the replayed state on the data log: "
+    with pytest.raises(redis.ResponseError, match=f"^key 'k' is unavailable: its state op at "
+                       f"streams/{uid}/state offset {bad} cannot be applied: {why}"):
+        r.execute_command("XLEN", "k")
+    assert len(state_fault_lines(server)) == 1, server.log()
+    server.stop()
+
+    run = narad_check(data)
+    assert f"state-op: op at offset {bad} cannot be applied: {why}" in run.stdout, run.stdout
+    check_reports_and_repairs(data, bad, why)
+    server.start()
+    assert server.client().xlen("k") == 1
