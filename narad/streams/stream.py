@@ -499,8 +499,13 @@ class _NoData:
 
 
 def _replay_fault(uid: int, records: Iterable[tuple[int, bytes]]) -> StateFault | None:
-    """Replay state records into a throwaway stream, with the handlers and the
-    settling the server runs; the first fault."""
+    """The first fault of replaying state records (see `_replayed`)."""
+    return _replayed(uid, records).fault
+
+
+def _replayed(uid: int, records: Iterable[tuple[int, bytes]]) -> Stream:
+    """A throwaway stream with the state records replayed into it, by the handlers
+    and the settling the server runs."""
     import narad.queues.queue  # registers the queue ops
     import narad.streams.groups  # noqa: F401  (registers the group ops)
 
@@ -509,7 +514,7 @@ def _replay_fault(uid: int, records: Iterable[tuple[int, bytes]]) -> StateFault 
     stream.data = _NoData()  # type: ignore[assignment]
     stream._init_state()
     stream.replay(records)
-    return stream.fault
+    return stream
 
 
 def _state_logs(root: Path) -> Iterator[tuple[int, Path]]:
@@ -545,15 +550,24 @@ def check_states(root: Path) -> list[Problem]:
 def repair_states(root: Path) -> int:
     """`narad check --repair` for the state logs of data dir `root`: each stream's
     state log is truncated at its op that cannot be applied, so that the stream opens
-    with the state its earlier ops made. Returns how many logs were truncated. The
-    caller holds the data dir's lock (narad/log/lock.py)."""
+    with the state its earlier ops made. A queue's log then gets a new receipt secret
+    (a `q.secret` op, fsynced): deliveries numbered after the cut will be numbered
+    again, so every receipt handed out before the repair must be refused. Returns how
+    many logs were truncated. The caller holds the data dir's lock
+    (narad/log/lock.py)."""
+    from narad.queues.queue import new_secret
+
     repaired = 0
     for uid, folder in _state_logs(root):
         fault = _replay_fault(uid, folder_records(folder))
         if fault is not None:
-            state = Log.open(folder, LogConfig(segment_ms=0))  # writes nothing but the cut
+            state = Log.open(folder, LogConfig(segment_ms=0))  # the cut and the secret
             try:
                 state.truncate(fault.offset)
+                if _replayed(uid, folder_records(folder)).queue is not None:
+                    state.append(_pack_op(["q.secret", new_secret()]))
+                    state.write()
+                    state.sync()
             finally:
                 state.close()
             repaired += 1

@@ -263,6 +263,30 @@ def test_unapplicable_queue_op_leaves_the_queue_unavailable_until_repaired(
     assert len(state_fault_lines(server)) == 1  # the first start's
 
 
+def test_a_repaired_queue_refuses_the_receipts_from_before_the_repair(
+        server: NaradProcess) -> None:
+    """The cut renumbers the deliveries after it, so the repair gives the queue a new
+    receipt secret: no receipt handed out before it can ack what is delivered after."""
+    data = server.folder / "data"
+    r = server.client()
+    r.execute_command("Q.CREATE", "q")
+    r.execute_command("Q.PUSH", "q", "m1")
+    [before] = r.execute_command("Q.POP", "q")
+    server.stop()
+    bad = append_state_ops(data, b"q", op("q.ack", 5))
+    check_reports_and_repairs(data, bad, "q.ack op: 'int' object is not iterable")
+    server.start()
+    r = server.client()
+    receipt = before[b"receipt"]
+    with pytest.raises(redis.ResponseError, match=r"^invalid receipt '"):
+        r.execute_command("Q.ACK", "q", receipt)
+    assert r.execute_command("Q.STATS", "q")[b"in_flight"] == 1  # nothing was acked
+    server.stop()
+    server.start()  # the new secret is durable
+    with pytest.raises(redis.ResponseError, match=r"^invalid receipt '"):
+        server.client().execute_command("Q.ACK", "q", receipt)
+
+
 def test_unapplicable_group_op_leaves_the_stream_unavailable_until_repaired(
         server: NaradProcess) -> None:
     data = server.folder / "data"
