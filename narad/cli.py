@@ -137,8 +137,7 @@ def _run_check(args: argparse.Namespace) -> int:
         with Progress(scan_bytes(folders), label="checking") as bar:
             report = check_logs(folders, args.repair, bar)
         sound = args.repair and report.clean
-        report.problems += _metadata_problems(root, sound)
-        report.problems += _state_problems(root, sound)
+        report.problems += _replay_problems(root, sound)
     finally:
         for fd in locks:
             os.close(fd)
@@ -177,35 +176,25 @@ def _check_locks(folders: list[Path], repair: bool) -> list[int] | None:
     return taken
 
 
-def _metadata_problems(root: Path, repair: bool) -> list[Problem]:
-    """The data dir's metadata ops that replay cannot apply (narad/metalog.py); with
-    `repair` (only when the logs themselves are sound), compacted away
-    (store.repair_metadata), then checked again."""
+def _replay_problems(root: Path, repair: bool) -> list[Problem]:
+    """The data dir's ops that replay cannot apply: metadata ops (narad/metalog.py)
+    and state ops (narad/streams/stream.py). With `repair` (only when the logs
+    themselves are sound), each kind is mended (the metadata log compacted into what
+    applied, a state log truncated at its op), then checked again."""
     from narad.metalog import check_metadata
     from narad.store import repair_metadata
-
-    problems = check_metadata(root)
-    if problems and repair:
-        repair_metadata(root)
-        if not check_metadata(root):
-            for problem in problems:
-                problem.repaired = True
-    return problems
-
-
-def _state_problems(root: Path, repair: bool) -> list[Problem]:
-    """The data dir's streams whose state log holds an op that replay cannot apply
-    (narad/streams/stream.py); with `repair` (only when the logs themselves are
-    sound), each state log is truncated at that op, then checked again."""
     from narad.streams.stream import check_states, repair_states
 
-    problems = check_states(root)
-    if problems and repair:
-        repair_states(root)
-        if not check_states(root):
-            for problem in problems:
-                problem.repaired = True
-    return problems
+    found: list[Problem] = []
+    for check, mend in ((check_metadata, repair_metadata), (check_states, repair_states)):
+        problems = check(root)
+        if problems and repair:
+            mend(root)
+            if not check(root):
+                for problem in problems:
+                    problem.repaired = True
+        found += problems
+    return found
 
 
 def problem_line(problem: Problem) -> str:
