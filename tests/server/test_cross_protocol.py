@@ -20,7 +20,9 @@ EVENT = "event=cross_protocol_attack"
 
 
 def send_and_drain(port: int, data: bytes) -> bytes:
-    """Send `data` in one write and return what the server sends until it closes."""
+    """Send `data` in one write and return what the server sends until it closes.
+    Unlike test_protocol's `exchange`, the sending half stays open: the server must
+    close the connection by itself."""
     with socket.create_connection(("127.0.0.1", port), timeout=10) as sock:
         sock.sendall(data)
         out = b""

@@ -14,7 +14,7 @@ import redis
 from narad.config import Config
 from narad.queues.queue import Settings
 from narad.store import Store
-from narad.streams.stream import pack_id
+from narad.streams.stream import Stream, pack_id
 from tests.server.raw import Raw
 from tests.servers import NaradProcess
 
@@ -308,17 +308,22 @@ def test_receipts_survive_a_restart(narad: NaradProcess) -> None:
     r.close()
 
 
-def test_a_queue_from_before_signed_receipts_opens_and_gets_a_secret(tmp_path: Path) -> None:
-    """A data dir whose queue was created without a secret (the `q.create` op of
-    older versions): it opens, hands out signed receipts, and keeps its new secret
-    across restarts (it was logged, not made up again on each open)."""
-    data = tmp_path / "old" / "data"
+def _unsigned_queue(data: Path, payload: bytes) -> tuple[Store, Stream]:
+    """A store in `data` with queue `q` made as older versions made it (a `q.create`
+    op without a secret) holding one message; the caller closes the store."""
     store = Store(Config.load(None, [("dir", str(data))]))
     store.open()
     stream = store.create_stream(0, b"q")
     stream.log_op(["q.create", Settings().to_list()])
-    stream.add(1 << 64, [b"payload", b"before"])
-    store.close()
+    stream.add(1 << 64, [b"payload", payload])
+    return store, stream
+
+
+def test_a_queue_from_before_signed_receipts_opens_and_gets_a_secret(tmp_path: Path) -> None:
+    """A data dir whose queue was created without a secret (the `q.create` op of
+    older versions): it opens, hands out signed receipts, and keeps its new secret
+    across restarts (it was logged, not made up again on each open)."""
+    _unsigned_queue(tmp_path / "old" / "data", b"before")[0].close()
 
     server = NaradProcess(tmp_path / "old")
     server.start()
@@ -399,12 +404,7 @@ def test_the_secret_and_counters_survive_a_snapshot(
 def test_a_snapshot_from_before_signed_receipts_opens(tmp_path: Path) -> None:
     """An older snapshot holds no secret and three counters: the queue opens with
     its counts, gets a secret and hands out receipts that ack."""
-    data = tmp_path / "old" / "data"
-    store = Store(Config.load(None, [("dir", str(data))]))
-    store.open()
-    stream = store.create_stream(0, b"q")
-    stream.log_op(["q.create", Settings().to_list()])
-    stream.add(1 << 64, [b"payload", b"m"])
+    store, stream = _unsigned_queue(tmp_path / "old" / "data", b"m")
     snap = stream.snapshot_op()
     queue = snap[7][:7]  # what older versions wrote: up to the subscriptions
     queue[4] = [5, 6, 7]  # acked, dead_lettered, dropped
