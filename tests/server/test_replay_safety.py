@@ -56,6 +56,12 @@ def append_meta_op(data: Path, op: list[object]) -> int:
         meta.close()
 
 
+def append_bad_schema(data: Path, uid: int) -> int:
+    """Log for stream `uid` a schema version 2 that is not JSON, as a bug would, and
+    return its offset."""
+    return append_meta_op(data, ["schema.set", b"%d" % uid, 2, "{not json", None, "BACKWARD"])
+
+
 def uid_of(data: Path, key: bytes) -> int:
     return next(uid for uid, (_, name) in meta_state(data).names.items() if name == key)
 
@@ -92,7 +98,7 @@ def test_unapplicable_schema_op_is_reported_and_repaired(server: NaradProcess) -
         assert r.execute_command("Q.SCHEMA", "SET", key, json.dumps(DOC)) == 1
     server.stop()
     uid = uid_of(data, b"k")
-    bad = append_meta_op(data, ["schema.set", b"%d" % uid, 2, "{not json", None, "BACKWARD"])
+    bad = append_bad_schema(data, uid)
 
     server.start()  # the node starts on its own data
     r = server.client(decode_responses=True)
@@ -492,8 +498,7 @@ def test_a_queue_whose_schema_faulted_takes_no_letters_nor_redriven_messages(
         r.execute_command("Q.PUSH", "h", "y")
         assert r.execute_command("Q.POP", "src") and r.execute_command("Q.POP", "h")
         server.stop()
-        uid = uid_of(data, b"bad")
-        append_meta_op(data, ["schema.set", b"%d" % uid, 2, "{not json", None, "BACKWARD"])
+        append_bad_schema(data, uid_of(data, b"bad"))
 
         server.start()
         r = server.client()
@@ -521,8 +526,7 @@ def test_copying_into_a_subscriber_whose_schema_faulted_waits(server: NaradProce
     r.execute_command("Q.SUBSCRIBE", "bad", "src")
     r.execute_command("Q.SUBSCRIBE", "ok", "src")
     server.stop()
-    uid = uid_of(data, b"bad")
-    append_meta_op(data, ["schema.set", b"%d" % uid, 2, "{not json", None, "BACKWARD"])
+    append_bad_schema(data, uid_of(data, b"bad"))
 
     server.start()
     r = server.client()
