@@ -58,8 +58,10 @@ from types import TracebackType
 from typing import Any, NamedTuple
 
 # A cut keeps none of a file's unsynced changes with this probability; otherwise it
-# keeps a prefix of one to all of them, drawn uniformly.
+# keeps a prefix of one to all of them, drawn uniformly, and tears the last one kept
+# (if a write) with TORN_PROBABILITY, at a byte drawn uniformly.
 KEEP_NONE_PROBABILITY = 0.2
+TORN_PROBABILITY = 0.5
 
 StrPath = str | os.PathLike[str]
 
@@ -125,7 +127,7 @@ class _File:
         for change in self.changes[: kept - 1]:
             _apply(content, change)
         last = self.changes[kept - 1]
-        if isinstance(last, _Write):
+        if isinstance(last, _Write) and rng.random() < TORN_PROBABILITY:
             last = _Write(last.position, last.data[: rng.randint(0, len(last.data))])
         _apply(content, last)
         return bytes(content)
