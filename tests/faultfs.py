@@ -6,7 +6,9 @@ under `root`. Each call is made for real first, so the code under test reads bac
 what it wrote; when it succeeds, the model notes what the call changed. Paths outside
 `root` pass straight through. `cut(dest, rng)` then writes, into the folder `dest`,
 one file tree that the machine could hold after losing power at this instant; the
-test opens `dest` with the real code and checks what survived.
+test opens `dest` with the real code and checks what survived. `counters` count the
+intercepted calls by kind (to assert, say, that a commit issued one fsync), and
+`on_call` runs after each of them, so a test can cut inside an operation.
 
 The rules the model follows (those of POSIX without the kindnesses some filesystems
 add; the model is as mean as a crash is allowed to be):
@@ -29,15 +31,18 @@ add; the model is as mean as a crash is allowed to be):
   (the old names point at the old files, with their own content). An fsync of a file
   never makes its name durable, nor does an fsync of a folder make its own entry in
   its parent durable.
+- Files are cut independently of each other: a cut may keep a later write to one
+  file and lose an earlier write to another, as disks reorder them.
 - Files and folders present under `root` when the FaultFS starts are durable as
   they are; `root` itself always survives.
 - A file keeps its content under every name a cut gives it: a rename of an entry
   whose old name is durable in another folder, cut before only one folder is synced,
   leaves the file under both names (as copies in `dest`).
 
-Not modelled: reads (nothing to lose), descriptors opened before the FaultFS starts
-(their writes are not seen: open the code under test inside it), writev and pwritev,
-links and symlinks, and metadata other than names and lengths.
+One FaultFS may be active at a time. Not modelled: reads (nothing to lose),
+descriptors opened before the FaultFS starts (their writes are not seen: open the
+code under test inside it), writev and pwritev, links and symlinks, and metadata
+other than names and lengths.
 
 The model covers every file and folder under `root`: a call that succeeds on a path
 the model does not know (something made under `root` behind its back) raises
@@ -267,6 +272,8 @@ class FaultFS:
     # -- activation -----------------------------------------------------------------
 
     def __enter__(self) -> FaultFS:
+        if os.open is not _real_open:
+            raise FaultFSError("another FaultFS is active")
         self._adopt(str(self.root), self._top)
         patches: dict[str, Callable[..., Any]] = {
             "open": self._open,

@@ -22,7 +22,7 @@ from narad.log.check import Kind, check_log
 from narad.log.checkpoint import fsync_dir
 from narad.log.log import Log, LogConfig, LogFailed
 from narad.log.segment import Segment, segment_name
-from tests.faultfs import FaultFS
+from tests.faultfs import Counters, FaultFS
 
 CUTS = 200
 SMALL = LogConfig(segment_bytes=2048)
@@ -68,6 +68,21 @@ def payloads(log: Log) -> list[bytes]:
 
 
 # -- the model ---------------------------------------------------------------------------
+
+
+def test_paths_outside_the_root_pass_through_and_exit_restores_os(tmp_path: Path) -> None:
+    real_pwrite = os.pwrite
+    outside = tmp_path / "outside"
+    with FaultFS(tmp_path / "root") as fs:
+        assert os.pwrite is not real_pwrite
+        fd = os.open(outside, os.O_RDWR | os.O_CREAT, 0o644)
+        os.pwrite(fd, b"not modelled", 0)
+        os.fsync(fd)
+        os.close(fd)
+        outside.with_name("outside.txt").write_text("nor this")
+        assert fs.counters == Counters()
+    assert os.pwrite is real_pwrite
+    assert outside.read_bytes() == b"not modelled"
 
 
 def test_a_synced_record_survives_every_cut_and_a_later_one_only_whole(
