@@ -386,7 +386,7 @@ class Workload:
             payload = b"%d:%d:" % (offset, self.next_id) + rng.randbytes(rng.randint(0, 300))
             log.append(payload, self.next_id)
             self.next_id += 1
-            del self.payloads[offset:]
+            assert len(self.payloads) == offset
             self.payloads.append(payload)
         elif choice == "write":
             log.write()
