@@ -2,7 +2,7 @@
 machine over ops in the stream's state log (narad/streams/stream.py: `log_op`
 applies an op to memory with the same handler recovery replays).
 
-The words are DESIGN.md's: a message is *visible* (may be delivered now), *in
+The words are docs/design.md's: a message is *visible* (may be delivered now), *in
 flight* (delivered, with a deadline), *delayed* (invisible until due), *acked* (done
 for good unless a seek replays it) or *dead-lettered*.
 

@@ -1,5 +1,5 @@
 """Consumer groups: each group's cursor, pending entries list (PEL) and consumers, as
-a state machine over the stream's state log (DESIGN.md, "Consumer state is a log
+a state machine over the stream's state log (docs/design.md, "Consumer state is a log
 too").
 
 Rules:
