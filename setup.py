@@ -53,7 +53,7 @@ COMPILED = [
     "narad/queues/queue.py",
     "narad/queues/service.py",
     "narad/log/log.py",
-    "narad/log/flusher.py",
+    "narad/log/journal.py",
     "narad/log/segment.py",
 ]
 

@@ -11,6 +11,9 @@ With --rounds N the throughput and latency figures are each measured N times, fr
 servers every time, Narad and Redis in turn, and the medians are reported: on this
 machine one round's figures move by 10-20 %.
 
+`--only spread` (not in the default set) measures XADD spread over 1 to 10,000
+streams (redis-benchmark -r), P16 and P1 under `always`, P16 under `everysec`.
+
 `--only cpu` (not in the default set) measures each server's CPU per request: 50
 clients send PING at pipeline 1, `fsync no`; user and system time of the server
 process (/proc/<pid>/stat) divided by the requests. It is the round trip's own cost
@@ -118,6 +121,36 @@ def xadd_figure(
                 server.stop()
         mine, theirs = results
         return mine["rps"], theirs["rps"], mine, theirs
+
+
+def spread_figure(fsync: str, pipeline: int, keys: int, requests: int) -> tuple[float, float]:
+    """XADD from 50 clients spread over `keys` streams (redis-benchmark -r), ops/s,
+    Narad's and Redis's. A first pass creates the streams, so that the figure is the
+    steady state of writing to streams that exist (creating one costs Narad a folder,
+    two logs and their fsyncs, once)."""
+    rates = []
+    command = ["-r", str(keys), "XADD", "s:__rand_int__", "*", "f", VALUE]
+    with tempfile.TemporaryDirectory() as tmp:
+        folder = Path(tmp)
+        for server in (
+            narad(folder, fsync),
+            DurableRedis(folder / "redis", ["--appendfsync", fsync]),
+        ):
+            server.start()
+            try:
+                if keys > 1:
+                    benchmark(server.port, 50, 16, 4 * keys, *command)
+                rates.append(benchmark(server.port, 50, pipeline, requests, *command)["rps"])
+                if isinstance(server, NaradProcess):
+                    info = server.client().info("narad")
+                    print(
+                        f"<!-- narad {keys} streams P{pipeline} {fsync}: fsyncs_per_commit "
+                        f"{info['fsyncs_per_commit']}, records_per_fsync "
+                        f"{info['records_per_fsync']} -->", flush=True,
+                    )
+            finally:
+                server.stop()
+    return rates[0], rates[1]
 
 
 def medians(rounds: int, figure: Callable[[], tuple[float, float]]) -> tuple[float, float]:
@@ -282,6 +315,18 @@ def main() -> None:
                 args.rounds, lambda f=fsync, p=pipeline: xadd_figure(f, 50, p, n)[:2]
             )
             row(f"XADD 50 clients P{pipeline}, fsync {fsync} (ops/s)", mine, theirs, f">= {target}")
+    if "spread" in wanted:
+        for keys in (1, 10, 100, 1_000, 10_000):
+            for fsync, pipeline in (("always", 16), ("always", 1), ("everysec", 16)):
+                requests = n if pipeline == 16 else n // 4
+                mine, theirs = medians(
+                    args.rounds,
+                    lambda f=fsync, p=pipeline, k=keys, r=requests: spread_figure(f, p, k, r),
+                )
+                row(
+                    f"XADD over {keys:,} streams, 50 clients P{pipeline}, fsync {fsync} (ops/s)",
+                    mine, theirs, "",
+                )
     if "latency" in wanted:
         def p50s() -> tuple[float, float]:
             _, _, mine, theirs = xadd_figure("always", 1, 1, n // 10)

@@ -738,6 +738,16 @@ SETTINGS: tuple[Setting, ...] = (
         STORAGE,
     ),
     Setting(
+        "checkpoint-bytes", MemoryKind(MB, LLONG_MAX), 128 * MB,
+        "Checkpoint once this much journal was written since the last checkpoint: every"
+        " log is fsynced and the journal before the checkpoint is deleted. Bounds how"
+        " much journal a restart replays.", STORAGE,
+    ),
+    Setting(
+        "checkpoint-seconds", IntKind(1, 24 * 3600), 60,
+        "Checkpoint at least this often while commits come in.", STORAGE,
+    ),
+    Setting(
         "stream-node-max-entries", IntKind(0, LLONG_MAX), 100,
         "Entries per stream node: the granularity of approximate (~) trimming.", STREAMS,
     ),

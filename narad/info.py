@@ -212,7 +212,7 @@ def _replication(s: Server) -> Fields:
         ("master_failover_state", "no-failover"),
         ("master_replid", s.run_id),
         ("master_replid2", "0" * 40),
-        ("master_repl_offset", 0),
+        ("master_repl_offset", s.store.journal.position),
         ("second_repl_offset", -1),
         ("repl_backlog_active", 0),
     ]
@@ -273,7 +273,9 @@ def _latencystats(s: Server) -> Fields:
 
 
 def _narad(s: Server) -> Fields:
-    gc = s.store.group_commit.stats
+    journal = s.store.journal
+    gc = journal.stats
+    cp = s.store.checkpointer
     streams = [stream for db in s.store.dbs for stream in db.values()]
     return [
         ("narad_version", narad.__version__),
@@ -282,6 +284,14 @@ def _narad(s: Server) -> Fields:
         ("group_commit_records", gc.records),
         ("fsyncs", gc.fsyncs),
         ("records_per_fsync", f"{gc.records / gc.fsyncs:.2f}" if gc.fsyncs else "0.00"),
+        ("fsyncs_per_commit", f"{gc.fsyncs / gc.commits:.2f}" if gc.commits else "0.00"),
+        ("journal_position", journal.position),
+        ("journal_bytes", journal.log.size_bytes),
+        ("journal_behind_bytes", journal.behind_bytes),
+        ("checkpoint_position", cp.last.position),
+        ("checkpoints", cp.stats.checkpoints),
+        ("checkpoint_log_fsyncs", cp.stats.log_fsyncs),
+        ("checkpoint_last_seconds", f"{cp.stats.last_s:.3f}"),
         ("streams", len(streams)),
         ("log_bytes", sum(st.data.size_bytes + st.state.size_bytes for st in streams)),
         ("data_dir", str(s.store.root)),

@@ -34,6 +34,8 @@ FLAGS = (
     "segment-bytes",
     "retention-ms",
     "retention-bytes",
+    "checkpoint-bytes",
+    "checkpoint-seconds",
     "enable-debug-command",
     "shutdown-timeout",
 )
@@ -118,7 +120,7 @@ def run(args: argparse.Namespace) -> int:
         return 1
     finally:
         pidfile.remove()
-    return 0
+    return server.exit_status
 
 
 class PidFile:

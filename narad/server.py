@@ -7,8 +7,9 @@ connection); `Server.serve` runs on asyncio's runner with uvloop's loop where pr
 The commit barrier, the rule that makes replies honest about durability:
 every command parsed in an event-loop iteration runs at once and encodes its reply
 into its client's output buffer; at the end of the iteration `_flush` serves blocked
-clients whose keys changed, then commits every log written in the iteration (one
-write and, under `fsync always`, one fsync per log: group commit), and only then
+clients whose keys changed, then commits everything written in the iteration as one
+record of the node's journal (one write and, under `fsync always`, one fsync, however
+many logs it touched: narad/log/journal.py), and only then
 hands every output buffer to its transport. So no reply, to any client, leaves before
 the data it reports or depends on is committed (docs/durability.md).
 
@@ -137,6 +138,7 @@ class Server:
         self._cross_protocol_unlogged = 0  # attacks since the last log line
         self.loop: asyncio.AbstractEventLoop | None = None
         self.shutdown_requested: asyncio.Event | None = None
+        self.exit_status = 0  # what the process exits with once stopped
         self.run_id = os.urandom(20).hex()
         self._stop_deadline_armed = False  # by the first stop signal (_stop_signal)
         self.tcp_port = 0
@@ -234,30 +236,43 @@ class Server:
             self.settle()
         # Every entry taken before this point is added and its client registered:
         # this commit carries it and the swap below sends its reply.
-        group_commit = self.store.group_commit
-        written, failed = group_commit.write_noted()
+        store = self.store
+        journal = store.journal
         writers, self._writers = self._writers, {}
-        if written:
-            self.store.last_commit_s = int(time.time())
+        try:
             # Under `fsync always` the fsync runs right here, on the loop, as Redis
             # does before it sleeps: requests that arrive meanwhile wait in the
             # sockets and make the next batch larger. (An fsync thread let the loop
             # go on, but its hand-offs and wake-ups cost more CPU per message than
             # they saved: bench/README.md.)
-            failed = group_commit.sync_logs(written) or failed
-        if failed is not None:
-            self._drop_replies(list(writers), str(failed))
+            committed = journal.commit()
+        except LogFailed as exc:
+            self._drop_replies(list(writers), str(exc))
             return
+        if committed:
+            store.last_commit_s = int(time.time())
         for client in writers:
             client.send()
-        self.store.remove_doomed()
-        if written and self.queues.subscribed and self.queues.copies_due(written):
+        store.remove_doomed()
+        if store.checkpoint_due():
+            assert self.loop is not None
+            store.checkpointer.begin(self.loop)
+        if committed and self.queues.subscribed and self.queues.copies_due(journal.carried):
             self.schedule_flush()  # what became committed in a source may now be copied
 
     def _drop_replies(self, clients: list[Client], why: str) -> None:
         """A commit failed: the replies waiting on it must not claim success, so
-        their connections are closed without them (the log now refuses writes)."""
-        logger.error("commit failed, closing %d waiting clients: %s", len(clients), why)
+        their connections are closed without them. The journal now refuses every
+        commit, and a reply that reads what the failed commit took would claim it
+        too, so the server stops (exit status 1); the next start recovers every
+        commit that finished."""
+        if self.exit_status == 0:
+            logger.critical(
+                "event=commit_failed clients_closed=%d reason=%r; stopping: the next start "
+                "recovers every finished commit", len(clients), why,
+            )
+            self.exit_status = 1
+            self.request_shutdown()
         for client in clients:
             client.out.clear()
             client.close()

@@ -44,8 +44,12 @@ from typing import TYPE_CHECKING, Any
 import msgpack
 
 from narad.config import BadValue, Config
-from narad.log import FsyncPolicy, GroupCommit, Log, LogConfig, LogFailed
+from narad.log import FsyncPolicy, Log, LogConfig, LogCorrupted, LogFailed
+from narad.log import checkpointer as checkpoints
+from narad.log.checkpointer import Checkpoint, Checkpointer
+from narad.log.journal import JOURNAL_FOLDER, KIND_DATA, KIND_META, KIND_STATE, Journal, log_key
 from narad.log.lock import FolderBusy, lock_folder
+from narad.log.recovery import Replay
 from narad.metalog import DATABASES_ANY, MetaState
 from narad.queues import queue as _queue_ops  # noqa: F401  (registers the queue ops)
 from narad.schema.keyspace import StreamSchemas
@@ -69,7 +73,8 @@ class Store:
         self.config = config
         self.root = Path(str(config["dir"])).resolve()
         self.policy = FsyncPolicy(str(config["fsync"]))
-        self.group_commit = GroupCommit(self.policy)
+        self.journal: Journal = None  # type: ignore[assignment]  # set by open
+        self.checkpointer: Checkpointer = None  # type: ignore[assignment]  # set by open
         self.dbs: list[dict[bytes, Stream]] = [{} for _ in range(int(config["databases"]))]  # type: ignore[call-overload]
         self.meta: Log | None = None
         self.next_uid = 1
@@ -89,11 +94,46 @@ class Store:
 
     # -- opening ------------------------------------------------------------------------
 
-    def open(self, server: Server | None = None) -> None:
+    def open(self, server: Server | None = None, locked: bool = False) -> None:
+        """Open the data dir: the journal, then the metadata log, then every stream's
+        logs, each given by the journal what it lacks (narad/log/recovery.py), then
+        the streams' state from their state logs; then a checkpoint, so that the
+        next start replays nothing of this one's recovery. With `locked`, the caller
+        holds the data dir's lock (narad check --repair)."""
         start = time.monotonic()
         self.root.mkdir(parents=True, exist_ok=True)
-        self._lock()
+        if not locked:
+            self._lock()
+        try:
+            self._open()
+        except BaseException:
+            self._release()
+            raise
+        self.loaded_s = time.monotonic() - start
+        logger.info("opened %d streams in %.3f s", sum(len(db) for db in self.dbs), self.loaded_s)
+
+    def _release(self) -> None:
+        """An open that failed: let go of every file and the lock, writing nothing."""
+        logs = [*self.journal.logs.values(), self.journal.log] if self.journal else []
+        for log in logs:
+            for seg in log.segments:
+                seg.close()
+        if self.journal is not None:
+            self.journal.close_threads()
+        self.journal = None  # type: ignore[assignment]
+        self.streams.clear()
+        if self._lock_fd >= 0:
+            os.close(self._lock_fd)
+            self._lock_fd = -1
+
+    def _open(self) -> None:
+        self.journal = journal = Journal(self.root, self.policy)
+        at = self._replay_from()
+        replay = Replay(journal, at)
         self.meta = Log.open(self.root / "meta", self.log_config(STATE_SEGMENT_BYTES))
+        journal.register(log_key(0, KIND_META), self.meta)
+        replay.run(lambda key: self.meta if key == 0 else None, "metadata log")
+        replay.settle(0, self.meta)
         state = MetaState(self.schemas, len(self.dbs))
         state.replay(log_records(self.meta))
         self.next_uid, self._meta_ops = state.next_uid, state.ops
@@ -105,24 +145,56 @@ class Store:
             )
         streams_dir = self.root / "streams"
         streams_dir.mkdir(exist_ok=True)
-        for uid, (db, key) in state.names.items():
-            stream = self._open_stream(uid, db, key)
+        opened = [self._open_stream(uid, db, key) for uid, (db, key) in state.names.items()]
+        replay.run(lambda key: journal.logs.get(key) if key else None, "stream logs")
+        for key, log in journal.logs.items():
+            if key:
+                replay.settle(key, log)
+        for stream in opened:
+            stream.load()
             if stream.fault is None:
-                self.dbs[db][key] = stream
+                self.dbs[stream.db][stream.key] = stream
                 continue
-            self.unavailable[db, key] = stream
+            self.unavailable[stream.db, stream.key] = stream
             fault = stream.fault
             logger.error(
                 "state op cannot be applied: log=%s offset=%d stream_uid=%d key=%r "
                 "reason=%s; the key is unavailable until deleted or repaired (run narad "
-                "check --repair)", self.root / fault.log, fault.offset, uid, key, fault.what,
+                "check --repair)", self.root / fault.log, fault.offset, stream.uid,
+                stream.key, fault.what,
             )
         if not state.faults:  # else a repair may need what looks orphaned or stale
             self._remove_orphans(streams_dir, set(state.names))
             if self._meta_ops > META_COMPACT_OPS:
                 self._compact_meta()
-        self.loaded_s = time.monotonic() - start
-        logger.info("opened %d streams in %.3f s", sum(len(db) for db in self.dbs), self.loaded_s)
+                journal.commit()
+        self.checkpointer = Checkpointer(journal, at)
+        for log in journal.logs.values():
+            journal.touched[log] = None  # what replay gave them is fsynced now
+        self.checkpointer.run_now()
+
+    def _replay_from(self) -> Checkpoint:
+        """The checkpoint recovery starts from. A data dir with no journal yet (new,
+        or written before the journal existed) starts from its logs as they are."""
+        journal = self.journal
+        path = journal.path / checkpoints.CHECKPOINT_FILE
+        try:
+            at = checkpoints.read(journal.path)
+        except ValueError as exc:
+            raise LogCorrupted(f"{path} is not a journal checkpoint: {exc}") from None
+        if at is not None:
+            return at
+        if journal.position > journal.log.start_offset or path.exists():
+            raise LogCorrupted(
+                f"{path} is {'damaged' if path.exists() else 'missing'}, so the node cannot "
+                "tell which of the journal's commits its logs hold durably (run narad check)"
+            )
+        if (self.root / "meta").is_dir():
+            logger.info(
+                "%s has no journal yet: its logs as they are become the first checkpoint",
+                self.root,
+            )
+        return Checkpoint(journal.position, trust_logs=True)
 
     def _lock(self) -> None:
         self._lock_fd = lock_folder(self.root)
@@ -143,11 +215,13 @@ class Store:
             self.root / "streams" / str(uid),
             self.log_config(),
             self.log_config(STATE_SEGMENT_BYTES),
-            self.group_commit.note,
+            self.journal,
         )
         stream.node_entries = int(self.config["stream-node-max-entries"]) or 100  # type: ignore[call-overload]
         stream.db, stream.key = db, key
         self.streams[uid] = stream
+        self.journal.register(log_key(uid, KIND_DATA), stream.data)
+        self.journal.register(log_key(uid, KIND_STATE), stream.state)
         return stream
 
     def _remove_orphans(self, streams_dir: Path, live: set[int]) -> None:
@@ -157,10 +231,16 @@ class Store:
                 shutil.rmtree(path, ignore_errors=True)
 
     def _compact_meta(self) -> None:
+        """Replace the metadata log's history by one snap op: the log's start moves
+        past the old ops with the snap's commit, and the checkpoint after deletes
+        their segments."""
         assert self.meta is not None
         live = [[s.uid, db, key] for db, keys in enumerate(self.dbs) for key, s in keys.items()]
         live += [[s.uid, db, key] for (db, key), s in self.unavailable.items()]
-        _compact(self.meta, ["snap", self.next_uid, live, self.schemas.snapshot()])
+        self.meta.roll()
+        first = self.meta.next_offset
+        self._meta_op(["snap", self.next_uid, live, self.schemas.snapshot()])
+        self.journal.move_start(self.meta, first)
         self._meta_ops = 1
 
     def _meta_op(self, op: list[Any]) -> None:
@@ -198,6 +278,7 @@ class Store:
         self.next_uid += 1
         self._meta_op(["create", uid, db, key])
         stream = self._open_stream(uid, db, key)
+        stream.load()
         self.dbs[db][key] = stream
         return stream
 
@@ -209,6 +290,8 @@ class Store:
             return False
         self._meta_op(["delete", stream.uid])
         self.streams.pop(stream.uid, None)
+        self.journal.unregister(stream.data)
+        self.journal.unregister(stream.state)
         self.on_delete(stream)
         self._doomed.append(stream)
         self.touch(db, key)
@@ -258,23 +341,30 @@ class Store:
     # -- committing -----------------------------------------------------------------------
 
     def note(self, log: Log) -> None:
-        self.group_commit.note(log)
+        self.journal.note(log)
 
     def commit(self) -> None:
-        """Write and fsync everything noted since the last commit, inline (SAVE,
-        shutdown; the server's event loop uses the pipelined path instead)."""
-        if self.group_commit.pending:
-            self.group_commit.commit()
+        """Commit what was written since the last commit and make every commit so far
+        durable, inline (SAVE, shutdown; the server's event loop commits at the end
+        of each iteration instead)."""
+        if self.journal.commit():
             self.last_commit_s = int(time.time())
+        self.journal.sync()
         self.remove_doomed()
 
+    def checkpoint_due(self) -> bool:
+        c = self.config
+        return self.checkpointer.due(
+            int(c["checkpoint-bytes"]), int(c["checkpoint-seconds"])  # type: ignore[call-overload]
+        )
+
     def remove_doomed(self) -> None:
-        """Remove deleted streams' folders, once their delete ops are durable."""
-        if not self._doomed:
+        """Remove deleted streams' folders, once their delete ops are durable (and no
+        checkpoint is fsyncing their logs)."""
+        if not self._doomed or self.checkpointer.running:
             return
-        assert self.meta is not None
-        self.meta.write()
-        self.meta.sync()  # usually already durable: then no fsync is issued
+        if self.policy is not FsyncPolicy.ALWAYS:
+            self.journal.sync()
         doomed, self._doomed = self._doomed, []
         for stream in doomed:
             stream.close()
@@ -295,15 +385,11 @@ class Store:
         policy = FsyncPolicy(str(self.config["fsync"]))
         if policy is self.policy:
             return
-        if policy is FsyncPolicy.ALWAYS:
-            logs = [log for s in self.streams.values() for log in (s.data, s.state)]
-            for log in [*logs, *([self.meta] if self.meta is not None else [])]:
-                try:
-                    log.sync()
-                except LogFailed as exc:
-                    raise BadValue(f"cannot fsync what was written before: {exc}") from None
+        try:
+            self.journal.set_policy(policy)
+        except LogFailed as exc:
+            raise BadValue(f"cannot fsync what was written before: {exc}") from None
         self.policy = policy
-        self.group_commit.set_policy(policy)
 
     def maintain(self) -> None:
         """Periodic upkeep between commits: retention deletes whole sealed data
@@ -312,17 +398,29 @@ class Store:
         not in `dbs`: their logs stay as they are, for a repair to see."""
         for keys in self.dbs:
             for stream in keys.values():
-                if stream.data.apply_retention() and stream.data.start_offset > stream.start:
-                    stream.log_op(["trim", stream.data.start_offset])
+                start = stream.data.retention_start()
+                if start > stream.start:
+                    stream.log_op(["trim", start])
+                    self.journal.move_start(stream.data, start)
                 stream.compact_if_due()
 
     def close(self) -> None:
-        self.commit()
+        """Commit, checkpoint (so the next open replays nothing) and close."""
+        if self.journal is None:
+            return
+        if self.checkpointer is None:  # open failed half way
+            self.journal.close()
+            return
+        try:
+            self.commit()
+            self.checkpointer.run_now()
+        except LogFailed as exc:
+            logger.error("closing: %s; the next start recovers from the journal", exc)
         for stream in self.streams.values():
             stream.close()
         if self.meta is not None:
             self.meta.close()
-        self.group_commit.close()
+        self.journal.close()
         if self._lock_fd >= 0:
             os.close(self._lock_fd)
             self._lock_fd = -1
@@ -340,18 +438,31 @@ def _compact(meta: Log, snap: list[Any]) -> None:
     meta.apply_retention()
 
 
+def settle_journal(root: Path) -> None:
+    """Recover data dir `root` as a server's start does, and checkpoint it at the
+    journal's end, so that every log holds all its records in its own files and the
+    journal holds nothing after its checkpoint: a repair may then edit logs, and
+    `checkpointer.rebase` records their new ends. The caller holds the lock."""
+    store = Store(Config.load(None, [("dir", str(root))]))
+    store.open(locked=True)
+    store.close()
+
+
 def repair_metadata(root: Path) -> int:
     """`narad check --repair` for the metadata log of data dir `root`: when replay
     meets ops it cannot apply, compact the log into a snapshot of what applied (a
     faulted stream keeps its leading usable schema versions; a later version and its
     later ops are dropped). Returns how many faults that removed. The caller holds the
     data dir's lock (narad/log/lock.py), as `narad check --repair` does."""
+    settle_journal(root)
     meta = Log.open(root / "meta", LogConfig(segment_bytes=STATE_SEGMENT_BYTES, segment_ms=0))
     try:
         state = MetaState(StreamSchemas(), DATABASES_ANY)
         state.replay(log_records(meta))
         if state.faults:
             _compact(meta, state.snapshot_op(repaired=True))
-        return len(state.faults)
     finally:
         meta.close()
+    if state.faults:
+        checkpoints.rebase(root / JOURNAL_FOLDER, {log_key(0, KIND_META): meta.next_offset})
+    return len(state.faults)

@@ -468,6 +468,8 @@ def test_get_renders_like_redis() -> None:
         "segment-ms": "604800000",
         "retention-ms": "0",
         "retention-bytes": "0",
+        "checkpoint-bytes": "134217728",
+        "checkpoint-seconds": "60",
         "stream-node-max-entries": "100",
         "stream-node-max-bytes": "4096",
         "slowlog-log-slower-than": "10000",
@@ -885,6 +887,7 @@ READ_WHERE_USED = {
     "protected-mode", "requirepass", "maxclients", "timeout", "tcp-keepalive", "shutdown-timeout",
     "slowlog-max-len", "latency-tracking-info-percentiles",
     "appendonly", "save", "stream-node-max-bytes", "min-replicas-to-ack", "replica-read-only",
+    "checkpoint-bytes", "checkpoint-seconds",
 }
 
 

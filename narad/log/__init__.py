@@ -1,16 +1,13 @@
 """The storage floor: segment logs on local disk (docs/log-format.md)."""
 
-from narad.log.flusher import CommitStats, GroupCommit
 from narad.log.format import FLAG_ENTRY, Record, decode_fields, encode_fields
 from narad.log.log import FsyncPolicy, Log, LogConfig, LogCorrupted, LogFailed
 from narad.log.segment import CorruptSegment
 
 __all__ = [
     "FLAG_ENTRY",
-    "CommitStats",
     "CorruptSegment",
     "FsyncPolicy",
-    "GroupCommit",
     "Log",
     "LogConfig",
     "LogCorrupted",

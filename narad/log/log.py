@@ -1,11 +1,13 @@
 """A log: a folder of segments, appended to by one writer, read by anyone.
 
-Contracts (the words are those of ../DESIGN.md, "The words are contracts"):
+Contracts (the words are those of docs/design.md, "The words are contracts"):
 
-- `append` only encodes a record into the writer's buffer; it is *appended* once
-  `write` has put it in the active segment file (page cache), and *durable* once
-  `sync` has fsynced it. Offsets below `written_end` are readable; offsets below
-  `durable_end` survive a crash of the machine.
+- `append` only encodes a record into the writer's buffer; `write` puts the buffer in
+  the active segment file (page cache), `sync` fsyncs it: offsets below `durable_end`
+  survive a crash of the machine by this log alone. A log under the node's journal
+  (narad/log/journal.py) needs neither for its records to be appended or durable:
+  their commit record in the journal is; the log is written and fsynced behind it.
+- Every offset below `next_offset` is readable: a read writes the buffer first.
 - Offsets are dense and monotonic; stream IDs and timestamps are non-decreasing.
 - After `open` everything in the log is durable (recovery ends with an fsync).
 - An I/O error while writing or fsyncing fails the log for good: later writes raise
@@ -104,6 +106,18 @@ def _take(records: Iterator[Record], count_max: int, bytes_max: int) -> list[Rec
     return out
 
 
+def _make_folder(path: Path) -> None:
+    """Create folder `path` and any missing parents, each made durable in its parent."""
+    missing = []
+    at = path
+    while not at.exists():
+        missing.append(at)
+        at = at.parent
+    for folder in reversed(missing):
+        folder.mkdir(exist_ok=True)
+        fsync_dir(folder.parent)
+
+
 def wall_clock_ms() -> int:
     return time.time_ns() // 1_000_000
 
@@ -135,7 +149,23 @@ class Log:
         # scanning no records before it. Positions only change by truncation, which
         # clears it.
         self._read_hint: tuple[int, Segment, int] | None = None
-        self.start_offset = 0  # logical first offset (see start.checkpoint)
+        self.start_offset = 0  # logical first offset: reads never go below it
+        # The start in start.checkpoint: segments wholly below it may be deleted. A
+        # journaled log's start moves in memory with its commit and on disk at the
+        # next checkpoint (narad/log/journal.py), so this lags `start_offset` then.
+        self.durable_start = 0
+        # Journaling (narad/log/journal.py). Offsets below `journaled_end` are carried
+        # by the node's journal (or were in the log when it opened); those below
+        # `committed_end` by a finished commit. The records from `journaled_end` on are
+        # in `_unjournaled` (written to the file before a commit took them: a read, a
+        # roll) and then in `_pending` from byte `_pending_journaled` on: what the
+        # journal's next commit takes (`take_unjournaled`).
+        self.journal_key = -1  # the log's key in its journal's records (-1: none)
+        self.journaled_end = 0
+        self.committed_end = 0
+        self._pending_journaled = 0
+        self._unjournaled: list[bytes | bytearray | memoryview] = []
+        self.closed = False
         self._epochs: list[tuple[int, int]] = []
         self._epoch = 0  # the epoch of the last entry of _epochs: what appends carry
         self.failure: str | None = None
@@ -157,7 +187,7 @@ class Log:
         return log
 
     def _open(self) -> None:
-        self.path.mkdir(parents=True, exist_ok=True)
+        _make_folder(self.path)
         for stray in self.path.glob("*" + checkpoint.TEMP_SUFFIX):
             stray.unlink()
         bases = sorted(
@@ -184,7 +214,13 @@ class Log:
         self.last_timestamp_ms = tail.last_timestamp_ms
         self.written_end = self.durable_end = self._pending_offset = active.next_offset
         self.start_offset = max(start, self.segments[0].base_offset)
-        self.start_offset = min(self.start_offset, self.next_offset)
+        if self.start_offset > self.next_offset:
+            # The start was moved past records a crash then lost: appends from here
+            # on must not fall below it at the next open.
+            self.start_offset = self.next_offset
+            checkpoint.write(self.path / START_CHECKPOINT, [f"start {self.start_offset}"])
+        self.durable_start = self.start_offset
+        self.journaled_end = self.committed_end = self.next_offset
         self._load_epochs()
 
     def _add_segment(self, seg: Segment) -> None:
@@ -319,6 +355,7 @@ class Log:
                 logger.warning("%s: reserved space not released: %s", self.path, exc)
         for seg in self.segments:
             seg.close()
+        self.closed = True
 
     # -- state ----------------------------------------------------------------------
 
@@ -494,11 +531,41 @@ class Log:
             except OSError as exc:
                 raise self._fail("write", exc) from exc
             seg.size += len(data)
+            if self.journal_key >= 0 and self.journaled_end < self.next_offset:
+                # The journal's next commit still wants them.
+                self._unjournaled.append(memoryview(data)[self._pending_journaled :])
+            self._pending_journaled = 0
             self._pending_offset += self._pending_records
             self._pending_records = 0
             self._pending = bytearray()
             self.written_end = self._pending_offset
         return len(data)
+
+    def take_unjournaled(self) -> tuple[int, int, list[bytes | bytearray | memoryview]] | None:
+        """The records from `journaled_end` on, for the journal's next commit: (first
+        offset, count, their exact bytes in pieces), or None when there are none.
+        From now on they count as journaled."""
+        first, end = self.journaled_end, self.next_offset
+        if first == end:
+            return None
+        pieces = self._unjournaled
+        if len(self._pending) > self._pending_journaled:
+            pieces.append(self._pending[self._pending_journaled :])  # a copy: _pending grows
+        self._unjournaled = []
+        self._pending_journaled = len(self._pending)
+        self.journaled_end = end
+        return first, end - first, pieces
+
+    def adopt_journaled(self) -> None:
+        """Everything in the log counts as journaled and committed (recovery has put
+        the journal's records in it)."""
+        self._unjournaled = []
+        self._pending_journaled = len(self._pending)
+        self.journaled_end = self.committed_end = self.next_offset
+
+    @property
+    def unwritten_bytes(self) -> int:
+        return len(self._pending)
 
     def sync(self) -> bool:
         """Fsync what is written; return whether an fsync was issued. Thread-safe."""
@@ -522,9 +589,12 @@ class Log:
         return True
 
     def roll(self) -> None:
-        """Seal the active segment (durably, index written) and start a new one."""
+        """Seal the active segment (durably, index written) and start a new one; an
+        empty active segment (a crash right after a roll leaves one) stays active."""
         self.write()
         self.sync()
+        if self.active.size == 0:
+            return
         with self._lock:
             old = self.active
             old.last_id, old.last_timestamp_ms = self.last_id, self.last_timestamp_ms
@@ -569,7 +639,14 @@ class Log:
         if offset == self.start_offset:
             return
         checkpoint.write(self.path / START_CHECKPOINT, [f"start {offset}"])
-        self.start_offset = offset
+        self.start_offset = self.durable_start = offset
+
+    def move_start(self, offset: int) -> int:
+        """Move the logical start forward in memory only (a journaled log: its commit
+        carries the move, and the next checkpoint makes it durable with `set_start`).
+        Returns the new start."""
+        self.start_offset = min(max(offset, self.start_offset), self.next_offset)
+        return self.start_offset
 
     def truncate(self, offset: int) -> None:
         """Delete every record at `offset` or above, durably, before returning.
@@ -587,8 +664,12 @@ class Log:
             raise self._fail("truncate", exc) from exc
         self.epochs = [(e, first) for e, first in self.epochs if first < offset]
         self._write_epochs()
+        self._unjournaled = []
+        self._pending_journaled = 0
+        self.journaled_end = min(self.journaled_end, offset)
+        self.committed_end = min(self.committed_end, offset)
         if self.start_offset > offset:
-            self.start_offset = offset
+            self.start_offset = self.durable_start = offset
             checkpoint.write(self.path / START_CHECKPOINT, [f"start {offset}"])
 
     def _truncate_files(self, offset: int) -> None:
@@ -641,20 +722,42 @@ class Log:
 
     # -- retention ------------------------------------------------------------------
 
-    def apply_retention(self, now_ms: int | None = None) -> int:
-        """Delete whole sealed segments that retention or the logical start no longer
-        needs, oldest first; return how many were deleted."""
+    def retention_start(self, now_ms: int | None = None) -> int:
+        """The start that retention by age or total size asks for: past every sealed
+        segment, oldest first, that is too old or beyond the size bound (never below
+        `start_offset`). A journaled log moves its start there through a commit."""
+        now = self.clock() if now_ms is None else now_ms
+        config = self.config
+        total = self.size_bytes
+        start = self.start_offset
+        for seg in self.segments[:-1]:
+            too_old = (
+                bool(config.retention_ms) and seg.last_timestamp_ms < now - config.retention_ms
+            )
+            too_big = bool(config.retention_bytes) and total - seg.size >= config.retention_bytes
+            if not (too_old or too_big):
+                break
+            total -= seg.size
+            start = max(start, seg.next_offset)
+        return start
+
+    def apply_retention(self, now_ms: int | None = None, start_only: bool = False) -> int:
+        """Delete whole sealed segments that retention or the durable start
+        (`durable_start`) no longer needs, oldest first; return how many were deleted.
+        With `start_only`, only those wholly below the durable start."""
         now = self.clock() if now_ms is None else now_ms
         config = self.config
         total = self.size_bytes
         deleted = 0
         while len(self.segments) > 1:
             seg = self.segments[0]
-            below_start = seg.next_offset <= self.start_offset
-            too_old = (
+            below_start = seg.next_offset <= self.durable_start
+            too_old = not start_only and (
                 bool(config.retention_ms) and seg.last_timestamp_ms < now - config.retention_ms
             )
-            too_big = bool(config.retention_bytes) and total - seg.size >= config.retention_bytes
+            too_big = not start_only and (
+                bool(config.retention_bytes) and total - seg.size >= config.retention_bytes
+            )
             if not (below_start or too_old or too_big):
                 break
             with self._lock:  # a concurrent sync must not write this segment's index
@@ -678,8 +781,11 @@ class Log:
         end: int | None = None,
     ) -> list[Record]:
         """Records from `offset` on (at least the first one, if any), oldest first,
-        stopping before offset `end` (default `written_end`), after `count_max`
-        records, or once `bytes_max` record bytes are reached."""
+        stopping before offset `end` (default: the log's end, buffered records
+        written to the file first), after `count_max` records, or once `bytes_max`
+        record bytes are reached."""
+        if end is None and self._pending:
+            self.write()
         end = self.written_end if end is None else min(end, self.written_end)
         offset = max(offset, self.start_offset)
         if bytes_max < 1 << 62 or count_max <= 0:
@@ -708,6 +814,8 @@ class Log:
         (None: none taken); `above` says a record above `high` ended the read. The
         read stops at the segment's end; the caller goes on with `read` if it wants
         more. None, and nothing read, when the hint does not name `offset`."""
+        if self._pending:
+            self.write()
         if offset < self.start_offset:
             return None
         seg = self._segment_of(offset)
@@ -729,7 +837,8 @@ class Log:
         its reply still waits for the commit that appends it (docs/durability.md)."""
         if self._pending_records and offset - self._pending_offset > BUFFER_SKIP_MAX:
             self.write()
-        out = self.read(offset, count_max) if offset < self.written_end else []
+        written = self.written_end
+        out = self.read(offset, count_max, end=written) if offset < written else []
         wanted = count_max - len(out)
         if wanted <= 0 or not self._pending_records:
             return out
@@ -814,7 +923,9 @@ class Log:
         end: int | None = None,
     ) -> list[Record]:
         """Records at `offset` and below, newest first, never below the logical start
-        and never at or above `end` (default `written_end`)."""
+        and never at or above `end` (default: the log's end, as `read`)."""
+        if end is None and self._pending:
+            self.write()
         end = self.written_end if end is None else min(end, self.written_end)
         offset = min(offset, end - 1)
         return _take(self._iter_reverse(offset), count_max, bytes_max)
@@ -853,6 +964,8 @@ class Log:
         """The first offset whose record's stream ID is >= the given ID (> with
         `after`), or `written_end` when there is none. The result may lie below the
         logical start; callers clamp."""
+        if self._pending:
+            self.write()
         while True:
             try:
                 return self._offset_of_id(id_ms, id_seq, after)

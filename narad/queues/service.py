@@ -26,13 +26,13 @@ leave only after the commit that makes their ops durable.
 from __future__ import annotations
 
 import logging
-from collections.abc import Iterator
+from collections.abc import Collection, Iterator
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
 from narad.clock import Clock
 from narad.errors import IDS_EXHAUSTED, CommandError, no_queue
-from narad.log import FLAG_ENTRY, FsyncPolicy, Log, Record, decode_fields
+from narad.log import FLAG_ENTRY, Log, Record, decode_fields
 from narad.queues.queue import (
     IN_FLIGHT,
     STALE,
@@ -475,7 +475,7 @@ class QueueService:
 
     # -- fan-out ------------------------------------------------------------------------
 
-    def copies_due(self, written: list[Log]) -> bool:
+    def copies_due(self, written: Collection[Log]) -> bool:
         """Whether a commit that wrote `written` committed records that a subscriber
         copies (forward runs again for them)."""
         sources = {uid for queue in self.subscribing for uid in queue.subs}
@@ -488,7 +488,6 @@ class QueueService:
         """Copy what sources committed since the last call into their subscribers."""
         if not self.subscribed:
             return
-        always = self.store.policy is FsyncPolicy.ALWAYS
         more = False
         for queue in list(self.subscribing):
             if not queue.subs or queue.stream.queue is not queue:
@@ -501,10 +500,11 @@ class QueueService:
                     continue
                 if source.fault is not None or self.schema_faulted(queue.stream):
                     continue  # unavailable: copying waits for its repair (or schema drop)
-                end = source.data.durable_end if always else source.data.written_end
+                end = source.data.committed_end
                 start = max(sub.next, source.start)
                 if start >= end:
                     continue
+                source.readable()
                 records = source.data.read(start, count_max=min(end - start, FORWARD_BATCH))
                 stream = queue.stream
                 copies: list[list[bytes]] = []

@@ -29,7 +29,7 @@ import logging
 from collections.abc import Callable, Iterable, Iterator, Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, Protocol
 
 import msgpack
 
@@ -65,6 +65,14 @@ def op_handler(name: str) -> Callable[[OpHandler], OpHandler]:
         return fn
 
     return register
+
+
+class Committer(Protocol):
+    """What a stream asks of the commit path (narad/log/journal.py's Journal)."""
+
+    def note(self, log: Log) -> None: ...
+
+    def move_start(self, log: Log, offset: int) -> None: ...
 
 
 @dataclass(frozen=True)
@@ -109,14 +117,20 @@ class Stream:
         folder: Path,
         data_config: LogConfig,
         state_config: LogConfig,
-        note: Callable[[Log], None],
+        journal: Committer,
     ) -> None:
+        """Open the stream's logs; its state is read from them by `load` (after the
+        journal's recovery has given them what they lack: narad/store.py)."""
         self.uid = uid
         self.folder = folder
-        self._note = note  # tells the group commit that a log has buffered records
+        self.journal = journal
+        self._note = journal.note  # tells the next commit that a log has new records
         self.data = Log.open(folder / "data", data_config)
         self.state = Log.open(folder / "state", state_config)
         self._init_state()
+
+    def load(self) -> None:
+        """Build the in-memory state from the state log (once, after opening)."""
         self._replay()
 
     def _init_state(self) -> None:
@@ -232,20 +246,18 @@ class Stream:
         ]
 
     def compact_if_due(self) -> bool:
-        """Snapshot the state into a fresh segment and drop the older ones."""
+        """Snapshot the state into a fresh segment; the logs' starts move past what it
+        makes unneeded (the older state segments, the data before the stream's start),
+        and the checkpoint after its commit deletes those segments."""
         state = self.state
         if state.size_bytes < STATE_COMPACT_BYTES:
             return False
-        state.write()
         state.roll()
         first = state.next_offset
         state.append(msgpack.packb(self.snapshot_op(), use_bin_type=True))
-        state.write()
-        state.sync()
-        state.set_start(first)
-        state.apply_retention()
-        self.data.set_start(self.start)
-        self.data.apply_retention()
+        self._note(state)
+        self.journal.move_start(state, first)
+        self.journal.move_start(self.data, self.start)
         return True
 
     # -- entries ------------------------------------------------------------------------
@@ -555,8 +567,12 @@ def repair_states(root: Path) -> int:
     again, so every receipt handed out before the repair must be refused. Returns how
     many logs were truncated. The caller holds the data dir's lock
     (narad/log/lock.py)."""
+    from narad.log import checkpointer
+    from narad.log.journal import JOURNAL_FOLDER, KIND_STATE, log_key
     from narad.queues.queue import new_secret
+    from narad.store import settle_journal
 
+    settle_journal(root)
     repaired = 0
     for uid, folder in _state_logs(root):
         fault = _replay_fault(uid, folder_records(folder))
@@ -570,5 +586,7 @@ def repair_states(root: Path) -> int:
                     state.sync()
             finally:
                 state.close()
+            end = {log_key(uid, KIND_STATE): state.next_offset}
+            checkpointer.rebase(root / JOURNAL_FOLDER, end)
             repaired += 1
     return repaired

@@ -20,7 +20,7 @@ import pytest
 from narad.log import checkpoint
 from narad.log.check import Kind, check_log
 from narad.log.checkpoint import fsync_dir
-from narad.log.log import Log, LogConfig, LogFailed
+from narad.log.log import Log, LogConfig
 from narad.log.segment import Segment, segment_name
 from tests.faultfs import Counters, FaultFS
 
@@ -253,11 +253,6 @@ def test_counters_show_one_fsync_per_commit(fs: FaultFS) -> None:
     log.close()
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="Log._open makes a new log folder (narad/log/log.py, path.mkdir in _open) "
-    "and never fsyncs its parent, so the folder's entry is not durable",
-)
 def test_a_new_log_folder_survives_a_cut_after_its_first_sync(fs: FaultFS, cuts: Cuts) -> None:
     log = Log.open(fs.root / "stream" / "data", SMALL)
     log.append(b"acknowledged", 1)
@@ -269,12 +264,6 @@ def test_a_new_log_folder_survives_a_cut_after_its_first_sync(fs: FaultFS, cuts:
     log.close()
 
 
-@pytest.mark.xfail(
-    strict=True,
-    raises=LogFailed,
-    reason="Log.roll of an empty active segment creates the file it already is "
-    "(narad/log/log.py, Segment(..., create=True) in roll) and fails the log",
-)
 def test_a_log_cut_right_after_a_roll_can_roll_again(fs: FaultFS, cuts: Cuts) -> None:
     # narad/store.py's _compact rolls, then syncs a snapshot into the new segment; a
     # cut between the two leaves an empty active segment, and the compaction at the
@@ -291,12 +280,6 @@ def test_a_log_cut_right_after_a_roll_can_roll_again(fs: FaultFS, cuts: Cuts) ->
         log.close()
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="set_start may durably move the start past the durable end; Log._open then "
-    "clamps the start to the recovered end in memory only (narad/log/log.py, _open), "
-    "so records appended after the recovery fall below the checkpoint's start",
-)
 def test_records_appended_after_a_cut_below_a_start_past_the_durable_end_survive(
     fs: FaultFS, cuts: Cuts
 ) -> None:

@@ -11,19 +11,14 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from narad.log import Log, LogConfig
 from narad.queues.queue import IN_FLIGHT, Queue, Settings, unpack
 from narad.streams import stream as stream_module
-from narad.streams.stream import Stream, pack_id
-
-
-def _sync(log: Log) -> None:
-    log.write()
-    log.sync()
+from narad.streams.stream import pack_id
+from tests import standalone
 
 
 def open_queue(folder: Path) -> Queue:
-    stream = Stream(1, folder, LogConfig(), LogConfig(), _sync)
+    stream = standalone.open_stream(1, folder)
     if stream.queue is None:
         stream.log_op(["q.create", Settings(maxreceives=3).to_list()])
     assert stream.queue is not None

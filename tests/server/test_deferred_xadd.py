@@ -48,7 +48,7 @@ async def _replies(*socks: socket.socket) -> list[list[Any]]:
 
 
 def _commits(server: Server) -> int:
-    return server.store.group_commit.stats.commits
+    return server.store.journal.stats.commits
 
 
 async def _setup(folder: Path, clients: int, *streams: bytes) -> tuple[Server, list[socket.socket]]:

@@ -187,13 +187,17 @@ def written_bytes(path: Path) -> int:
 
 
 def data_sizes(data_dir: Path) -> dict[str, int]:
-    """The written bytes of every file under the data dir."""
+    """The written bytes of every file of the data dir's journal, and the names of
+    every other file: every durable change is a commit in the journal, and the
+    streams' logs are written behind it whenever a read wants them in their files
+    (narad/log/journal.py), so their sizes change with what was committed before."""
     sizes = {}
     for folder, _, files in os.walk(data_dir):
         for name in files:
             path = Path(folder, name)
             try:
-                sizes[str(path.relative_to(data_dir))] = written_bytes(path)
+                name = str(path.relative_to(data_dir))
+                sizes[name] = written_bytes(path) if name.startswith("journal/") else 0
             except FileNotFoundError:  # a dropped key's folder, going as we look
                 continue
     return sizes

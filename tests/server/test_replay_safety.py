@@ -22,6 +22,7 @@ from narad.log import FLAG_ENTRY, Log, LogConfig
 from narad.metalog import DATABASES_ANY, MetaState
 from narad.schema.keyspace import StreamSchemas
 from narad.store import log_records
+from tests import journaled
 from tests.servers import NaradProcess, wait_until
 
 DOC = {"type": "object", "properties": {"n": {"type": "integer"}}, "required": ["n"]}
@@ -45,15 +46,7 @@ def meta_state(data: Path) -> MetaState:
 
 def append_meta_op(data: Path, op: list[object]) -> int:
     """Append `op` to the metadata log as the server writes ops; returns its offset."""
-    meta = Log.open(data / "meta", LogConfig())
-    try:
-        offset = meta.next_offset
-        meta.append(msgpack.packb(op, use_bin_type=False))
-        meta.write()
-        meta.sync()
-        return offset
-    finally:
-        meta.close()
+    return journaled.append_payloads(data, "meta", msgpack.packb(op, use_bin_type=False))
 
 
 def append_bad_schema(data: Path, uid: int) -> int:
@@ -193,16 +186,7 @@ def test_stored_version_with_a_refused_pattern_starts_and_answers_why(
 def append_state_ops(data: Path, key: bytes, *payloads: bytes) -> int:
     """Append records to `key`'s state log as the server writes its ops (a payload
     is a packed op, or any bytes); returns the first one's offset."""
-    state = Log.open(data / "streams" / str(uid_of(data, key)) / "state", LogConfig())
-    try:
-        first = state.next_offset
-        for payload in payloads:
-            state.append(payload)
-        state.write()
-        state.sync()
-        return first
-    finally:
-        state.close()
+    return journaled.append_payloads(data, f"streams/{uid_of(data, key)}/state", *payloads)
 
 
 def op(*fields: object) -> bytes:
@@ -379,14 +363,11 @@ def test_subscriber_entry_that_does_not_decode_does_not_stop_the_start(
     r.execute_command("Q.PUSH", "src", "m1")
     wait_until(lambda: r.xlen("sub") == 1)
     server.stop()
-    log = Log.open(data / "streams" / str(uid_of(data, b"sub")) / "data", LogConfig())
-    try:
-        id_ms, id_seq = log.last_id
-        log.append(b"\x05", id_ms, id_seq + 1, FLAG_ENTRY)  # 5 fields, and no bytes
-        log.write()
-        log.sync()
-    finally:
-        log.close()
+    folder = f"streams/{uid_of(data, b'sub')}/data"
+    log = Log.open(data / folder, LogConfig())
+    id_ms, id_seq = log.last_id
+    log.close()
+    journaled.append(data, folder, [(b"\x05", id_ms, id_seq + 1, FLAG_ENTRY)])  # 5 fields, no bytes
 
     server.start()
     r = server.client()

@@ -24,23 +24,18 @@ import redis
 from narad.commands import groups as group_commands
 from narad.commands.table import COMMANDS
 from narad.errors import CommandError, unknown_subcommand, wrong_arity
-from narad.log import Log, LogConfig
 from narad.resp import ErrorReply, NullArray, encode
 from narad.streams import groups, ids
 from narad.streams import stream as stream_module
 from narad.streams.groups import ClaimOptions, Counters, Group
 from narad.streams.stream import Stream
+from tests import standalone
 from tests.server.compare import mask_clock
 from tests.servers import NaradProcess, RedisProcess, wait_until
 
 
-def _sync(log: Log) -> None:
-    log.write()
-    log.sync()
-
-
 def open_stream(folder: Path) -> Stream:
-    return Stream(1, folder, LogConfig(), LogConfig(), _sync)
+    return standalone.open_stream(1, folder)
 
 
 def I(ms: int, seq: int = 0) -> int:  # noqa: E743 - reads like Redis's "ms-seq"
@@ -677,7 +672,7 @@ class FakeStore:
 
     def create_stream(self, db: int, key: bytes) -> Stream:
         self.uid += 1
-        stream = Stream(self.uid, self.folder / str(self.uid), LogConfig(), LogConfig(), _sync)
+        stream = standalone.open_stream(self.uid, self.folder / str(self.uid))
         self.streams[key] = stream
         return stream
 

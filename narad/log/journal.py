@@ -1,0 +1,423 @@
+"""The node's journal: one write-ahead history of every commit (docs/design.md).
+
+Every durable change of every log of the node (stream data, stream state, metadata)
+is part of one commit, and a commit is one record of the journal, a log of its own in
+`<dir>/journal/` (the segment and record machinery of narad/log, unchanged). The
+journal's record offset is the node's position: a commit's position is its offset plus
+one, so position N means "the first N commits" (INFO `master_repl_offset`).
+
+A commit record (docs/log-format.md, "The journal") carries, for each log it touched,
+the exact bytes of the records that log gets, and each start move; it is made durable
+by one write and, under `fsync always`, one fsync, however many logs it carried. The
+logs themselves are written behind the journal, with no fsync on the commit path: a
+log keeps its journaled records in memory until a read needs them in the file, its
+buffer grows past `BEHIND_LOG_BYTES`, all logs together hold more than
+`BEHIND_BYTES_MAX`, or a checkpoint comes. Reads see every committed record either way
+(a stream writes its buffer before reading the file; narad/streams/stream.py).
+
+A checkpoint (narad/log/checkpoints.py) fsyncs every log the commits since the last
+one touched and records the journal position up to which every log is durable, with
+each log's end there; journal segments wholly before it are deleted, and start moves
+become durable (start.checkpoint, then the segments below go). Recovery
+(narad/log/recovery.py) replays the journal from the last checkpoint.
+
+What a commit promises, by policy (docs/design.md, "committed"):
+- always: the commit record is durable when `commit` returns.
+- everysec / no: it is appended (in the file, maybe only in the page cache); under
+  everysec a background thread fsyncs the journal about once a second.
+
+Owned by the event loop thread, but for `Log.sync` of the journal (the everysec thread)
+and of the logs (the checkpoint thread), which Log allows.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import struct
+import threading
+import time
+from collections.abc import Iterator
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import msgpack
+
+from narad.log import format
+from narad.log.log import FsyncPolicy, Log, LogConfig, LogFailed
+
+logger = logging.getLogger("narad.log")
+
+JOURNAL_FOLDER = "journal"
+JOURNAL_VERSION = 1
+SEGMENT_BYTES = 64 * 1024 * 1024
+# A commit larger than this is split into several records (FLAG_CONTINUES), at record
+# boundaries of the logs it carries.
+PART_BYTES = 16 * 1024 * 1024
+# Flag of a journal record whose commit goes on in the next record.
+FLAG_CONTINUES = 0x02
+EVERYSEC_INTERVAL_S = 1.0
+# Journaled records a log holds in memory before it writes them to its file, and what
+# all logs together may hold before every one is written.
+BEHIND_LOG_BYTES = 256 * 1024
+BEHIND_BYTES_MAX = 64 * 1024 * 1024
+
+# What a log key's low bits say (a key is uid << 2 | kind; the metadata log is key 0).
+KIND_META = 0
+KIND_DATA = 1
+KIND_STATE = 2
+KIND_NAMES = {KIND_META: "meta", KIND_DATA: "data", KIND_STATE: "state"}
+
+_HEADER_LENGTH = struct.Struct("<I")
+
+Piece = bytes | bytearray | memoryview
+
+
+def log_key(uid: int, kind: int) -> int:
+    return uid << 2 | kind
+
+
+def describe_key(key: int) -> str:
+    """A log key as a data-dir path: meta, streams/<uid>/data, streams/<uid>/state."""
+    uid, kind = key >> 2, key & 3
+    name = KIND_NAMES.get(kind, f"kind{kind}")
+    return name if kind == KIND_META else f"streams/{uid}/{name}"
+
+
+@dataclass
+class CommitStats:
+    commits: int = 0  # commits that carried something
+    records: int = 0  # log records those commits carried
+    fsyncs: int = 0  # fsyncs of the journal (the everysec thread's included)
+    bytes: int = 0  # journal bytes those commits took
+
+
+# -- the record format ----------------------------------------------------------------
+
+
+def encode_commit(changes: list[list[Any]], body: list[Piece]) -> bytes:
+    """One commit record's payload: `<u32 header length><msgpack header><body>`; the
+    header is [JOURNAL_VERSION, changes], each change a list:
+    ["rec", key, first offset, count, bytes] (the next `bytes` of the body are the
+    framed records at offsets first .. first+count-1 of log `key`) or
+    ["start", key, offset] (the log's logical start moves to offset)."""
+    header = msgpack.packb([JOURNAL_VERSION, changes], use_bin_type=True)
+    return b"".join([_HEADER_LENGTH.pack(len(header)), header, *body])
+
+
+class BadCommit(ValueError):
+    """A journal record that passed its CRC but is not a commit this code reads."""
+
+
+def decode_commit(payload: bytes | memoryview) -> tuple[list[list[Any]], memoryview]:
+    """(changes, body) of a commit record's payload (see `encode_commit`)."""
+    view = memoryview(payload)
+    if len(view) < _HEADER_LENGTH.size:
+        raise BadCommit("the record is shorter than its header length field")
+    (length,) = _HEADER_LENGTH.unpack_from(view)
+    end = _HEADER_LENGTH.size + length
+    try:
+        header = msgpack.unpackb(view[_HEADER_LENGTH.size : end], raw=False)
+    except Exception as exc:
+        raise BadCommit(f"the header is not msgpack: {exc}") from None
+    if not (isinstance(header, list) and len(header) == 2 and isinstance(header[1], list)):
+        raise BadCommit("the header is not [version, changes]")
+    if header[0] != JOURNAL_VERSION:
+        raise BadCommit(f"journal record version {header[0]!r}; this node reads {JOURNAL_VERSION}")
+    body = view[end:]
+    size = sum(c[4] for c in header[1] if c and c[0] == "rec")
+    if size != len(body):
+        raise BadCommit(f"the changes name {size} body bytes, the record holds {len(body)}")
+    return header[1], body
+
+
+def _split_records(piece: memoryview, most: int) -> Iterator[tuple[int, memoryview]]:
+    """`piece` (whole framed records) cut at record boundaries into runs of about
+    `most` bytes (a single larger record is a run of its own): (records, run)."""
+    start = at = count = 0
+    while at < len(piece):
+        (length,) = _HEADER_LENGTH.unpack_from(piece, at)
+        size = format.LENGTH_BYTES + length
+        if count and at + size - start > most:
+            yield count, piece[start:at]
+            start, count = at, 0
+        at += size
+        count += 1
+    if count:
+        yield count, piece[start:at]
+
+
+def split_commit(changes: list[list[Any]], body: list[Piece]) -> list[bytes]:
+    """The payloads of one commit: one, or several of about PART_BYTES each when it is
+    larger. Only "rec" changes are split; every other change rides in the last part."""
+    total = sum(len(p) for p in body)
+    if total <= PART_BYTES:
+        return [encode_commit(changes, body)]
+    parts: list[bytes] = []
+    part_changes: list[list[Any]] = []
+    part_body: list[Piece] = []
+    size = 0
+    rest: list[list[Any]] = []
+    whole = memoryview(b"".join(body))
+    at = 0
+    for change in changes:
+        if change[0] != "rec":
+            rest.append(change)
+            continue
+        _, key, first, _, nbytes = change
+        for count, run in _split_records(whole[at : at + nbytes], PART_BYTES):
+            if size and size + len(run) > PART_BYTES:
+                parts.append(encode_commit(part_changes, part_body))
+                part_changes, part_body, size = [], [], 0
+            part_changes.append(["rec", key, first, count, len(run)])
+            part_body.append(run)
+            size += len(run)
+            first += count
+        at += nbytes
+    parts.append(encode_commit(part_changes + rest, part_body))
+    return parts
+
+
+# -- the journal ------------------------------------------------------------------------
+
+
+class Journal:
+    """See the module docstring."""
+
+    def __init__(self, root: Path, policy: FsyncPolicy) -> None:
+        self.path = root / JOURNAL_FOLDER
+        self.policy = policy
+        self.log = Log.open(self.path, LogConfig(segment_bytes=SEGMENT_BYTES, segment_ms=0))
+        self.stats = CommitStats()
+        self.logs: dict[int, Log] = {}  # key -> every open log of the node
+        self._dirty: dict[Log, None] = {}  # logs with records for the next commit
+        self._starts: dict[Log, int] = {}  # start moves for the next commit
+        self._behind: dict[Log, None] = {}  # logs holding journaled, unwritten records
+        self.behind_bytes = 0  # about what they hold (reset when all are written)
+        self.touched: dict[Log, None] = {}  # logs a commit touched since the checkpoint
+        self.carried: set[Log] = set()  # logs whose records the last commit carried
+        self.epoch = 0  # the leader epoch commits carry
+        self._waiters: asyncio.Future[None] | None = None
+        self._stop = threading.Event()
+        self._thread: threading.Thread | None = None
+        if policy is FsyncPolicy.EVERYSEC:
+            self._start_everysec()
+
+    @property
+    def position(self) -> int:
+        """Commits in the journal (the node's offset)."""
+        return self.log.next_offset
+
+    # -- registering logs -------------------------------------------------------------
+
+    def register(self, key: int, log: Log) -> None:
+        log.journal_key = key
+        self.logs[key] = log
+
+    def unregister(self, log: Log) -> None:
+        """`log` is going away (its stream was deleted): no commit or checkpoint
+        carries it from now on."""
+        self.logs.pop(log.journal_key, None)
+        self._dirty.pop(log, None)
+        self._starts.pop(log, None)
+        self._behind.pop(log, None)
+        self.touched.pop(log, None)
+
+    # -- committing -------------------------------------------------------------------
+
+    def note(self, log: Log) -> None:
+        """`log` has records that the next commit must carry."""
+        self._dirty[log] = None
+
+    def move_start(self, log: Log, offset: int) -> None:
+        """Move `log`'s logical start to `offset` (in memory now; the next commit
+        carries it; the next checkpoint after it makes it durable)."""
+        if log.move_start(offset) > log.durable_start:
+            self._starts[log] = log.start_offset
+
+    @property
+    def pending(self) -> bool:
+        return bool(self._dirty or self._starts)
+
+    def commit(self) -> bool:
+        """Make one commit of every noted log's records and start moves: one journal
+        write and, under `fsync always`, one fsync. Whether there was anything to
+        commit. Raises LogFailed when the journal cannot be written or fsynced; it
+        then refuses every later commit too (narad/log/log.py), so no reply that
+        waits on a commit is ever sent after a failure."""
+        if self.log.failure is not None:
+            # A commit that failed may have taken records that replies (or reads
+            # since) depend on: from then on no commit succeeds.
+            raise LogFailed(self.log.failure)
+        if not (self._dirty or self._starts):
+            return False
+        changes: list[list[Any]] = []
+        body: list[Piece] = []
+        carried: list[Log] = []
+        records = nbytes = 0
+        dirty, self._dirty = self._dirty, {}
+        for log in dirty:
+            taken = log.take_unjournaled()
+            if taken is None:
+                continue
+            first, count, pieces = taken
+            size = sum(len(p) for p in pieces)
+            changes.append(["rec", log.journal_key, first, count, size])
+            body += pieces
+            carried.append(log)
+            records += count
+            nbytes += size
+        starts, self._starts = self._starts, {}
+        for log, offset in starts.items():
+            changes.append(["start", log.journal_key, offset])
+        if not changes:
+            return False
+        try:
+            self._append(changes, body, nbytes)
+        except LogFailed:
+            raise
+        except Exception as exc:  # the records taken are lost: fail as an I/O error does
+            self.log.failure = f"commit failed: {type(exc).__name__}: {exc}"
+            raise LogFailed(self.log.failure) from exc
+        self.carried = set(carried)
+        for log in carried:
+            log.committed_end = log.journaled_end
+            self.touched[log] = None
+            if log.unwritten_bytes:
+                if log.unwritten_bytes > BEHIND_LOG_BYTES:
+                    self._write_behind(log)
+                else:
+                    self._behind[log] = None
+        for log in starts:
+            self.touched[log] = None
+        self.behind_bytes += nbytes
+        if self.behind_bytes > BEHIND_BYTES_MAX:
+            self.write_behind()
+        self.stats.commits += 1
+        self.stats.records += records
+        return True
+
+    def _append(self, changes: list[list[Any]], body: list[Piece], nbytes: int) -> None:
+        journal = self.log
+        if nbytes > PART_BYTES:
+            parts = split_commit(changes, body)
+        else:
+            parts = [encode_commit(changes, body)]
+        before = journal.size_bytes
+        now = time.time_ns() // 1_000_000
+        for i, part in enumerate(parts):
+            flags = FLAG_CONTINUES if i + 1 < len(parts) else 0
+            journal.append(part, flags=flags, timestamp_ms=now, epoch=self.epoch)
+        journal.write()
+        self.stats.bytes += journal.size_bytes - before
+        if self.policy is FsyncPolicy.ALWAYS and journal.sync():
+            self.stats.fsyncs += 1
+
+    def _write_behind(self, log: Log) -> None:
+        self._behind.pop(log, None)
+        if log.closed:
+            return
+        try:
+            log.write()
+        except LogFailed as exc:  # the commit stands (the journal holds it)
+            logger.error("writing behind the journal failed: %s", exc)
+
+    def write_behind(self) -> None:
+        """Write every log's journaled records to its file."""
+        for log in list(self._behind):
+            self._write_behind(log)
+        self.behind_bytes = 0
+
+    def sync(self) -> None:
+        """Make every commit so far durable (SAVE, CONFIG SET fsync always)."""
+        if self.log.sync():
+            self.stats.fsyncs += 1
+
+    async def flush(self, log: Log) -> None:
+        """Wait until `log`'s buffered records are committed: one commit at the end
+        of the current loop iteration, shared by every task that awaits it."""
+        self.note(log)
+        if self._waiters is None:
+            loop = asyncio.get_running_loop()
+            self._waiters = loop.create_future()
+            loop.call_soon(self._commit_and_wake)
+        await asyncio.shield(self._waiters)
+
+    def _commit_and_wake(self) -> None:
+        waiters, self._waiters = self._waiters, None
+        assert waiters is not None
+        try:
+            self.commit()
+        except LogFailed as exc:
+            waiters.set_exception(exc)
+            return
+        waiters.set_result(None)
+
+    # -- the fsync policy ---------------------------------------------------------------
+
+    def set_policy(self, policy: FsyncPolicy) -> None:
+        """Commits from now on follow `policy` (CONFIG SET fsync). Entering `always`,
+        what earlier commits wrote is fsynced first; when that fails, LogFailed is
+        raised and the policy stays as it was."""
+        if policy is self.policy:
+            return
+        if policy is FsyncPolicy.ALWAYS:
+            self.sync()
+        self._stop_everysec()
+        self.policy = policy
+        if policy is FsyncPolicy.EVERYSEC:
+            self._start_everysec()
+
+    def _start_everysec(self) -> None:
+        self._stop = threading.Event()
+        self._thread = threading.Thread(target=self._everysec, name="narad-fsync", daemon=True)
+        self._thread.start()
+
+    def _stop_everysec(self) -> None:
+        if self._thread is not None:
+            self._stop.set()
+            self._thread.join()
+            self._thread = None
+            self._sync_quietly()
+
+    def _everysec(self) -> None:
+        while not self._stop.wait(EVERYSEC_INTERVAL_S):
+            self._sync_quietly()
+
+    def _sync_quietly(self) -> None:
+        try:
+            if self.log.sync():
+                self.stats.fsyncs += 1
+        except LogFailed as exc:
+            logger.error("background fsync of the journal failed: %s", exc)
+
+    def close_threads(self) -> None:
+        """Stop the everysec thread (after a last fsync)."""
+        self._stop_everysec()
+
+    def close(self) -> None:
+        """Stop the everysec thread (after a last fsync) and close the journal."""
+        self._stop_everysec()
+        self.log.close()
+
+
+def commits(log: Log, position: int) -> Iterator[tuple[int, list[list[Any]], memoryview]]:
+    """(position after it, changes, body) of every whole commit of journal `log` from
+    `position` on; a commit whose last part is missing (a torn tail) is not yielded.
+    Raises BadCommit for a record that is not a commit."""
+    parts: list[tuple[list[list[Any]], memoryview]] = []
+    offset = position
+    while batch := log.read(offset, count_max=64):
+        for rec in batch:
+            parts.append(decode_commit(rec.payload))
+            if rec.flags & FLAG_CONTINUES:
+                continue
+            if len(parts) == 1:
+                yield rec.offset + 1, parts[0][0], parts[0][1]
+            else:
+                changes = [c for p in parts for c in p[0]]
+                body = memoryview(b"".join(p[1] for p in parts))
+                yield rec.offset + 1, changes, body
+            parts = []
+        offset = batch[-1].offset + 1

@@ -1,0 +1,138 @@
+"""Recovery: the journal from the last checkpoint on, put into the logs.
+
+After a crash each log holds a durable prefix of what the journal says it should: all
+it held at the checkpoint (fsynced then), and maybe more, written behind the journal
+or ahead of it (a read writes a log's records before their commit). Replay gives each
+log exactly the records it lacks, in journal order, and the start moves after them; a
+log that holds records the journal does not (their commit never finished) is cut back
+to where the journal says it ends, so nothing the journal does not hold survives. A
+log that lacks records the journal no longer holds (before the checkpoint) cannot be
+mended: opening refuses, naming the log. The cost is O(journal since the checkpoint).
+
+`apply_records` and `apply_change` are the one way a commit's change reaches a log
+at recovery (and, later, on a replica).
+"""
+
+from __future__ import annotations
+
+import logging
+import time
+from collections.abc import Callable
+from typing import Any
+
+from narad.log import format
+from narad.log.checkpointer import Checkpoint
+from narad.log.journal import BEHIND_LOG_BYTES, BadCommit, Journal, commits, describe_key
+from narad.log.log import Log, LogCorrupted
+
+logger = logging.getLogger("narad.log")
+
+PROGRESS_S = 5.0  # a replay logs its progress this often
+
+
+def apply_records(log: Log, first: int, count: int, run: memoryview) -> int:
+    """Give `log` the records of `run` (framed records at offsets first ..
+    first+count-1) that it lacks; how many it took."""
+    end = first + count
+    have = log.next_offset
+    if have >= end:
+        return 0
+    if have < first:
+        raise LogCorrupted(
+            f"{log.path} ends at offset {have} but the journal's next records for it start "
+            f"at {first}: records {have}..{first - 1} are gone from the log and the journal "
+            "no longer holds them (run narad check)"
+        )
+    records, used, _, detail = format.scan(run, 0, 0, count)
+    if len(records) != count or used != len(run):
+        raise BadCommit(f"a change for {log.path} holds no {count} whole records: {detail}")
+    for rec in records[have - first :]:
+        log.append(rec.payload, rec.id_ms, rec.id_seq, rec.flags, rec.timestamp_ms, rec.epoch)
+    if log.unwritten_bytes > BEHIND_LOG_BYTES:
+        log.write()
+    return end - have
+
+
+class Replay:
+    """The journal of a node from checkpoint `at` on (see the module doc)."""
+
+    def __init__(self, journal: Journal, at: Checkpoint) -> None:
+        self.journal = journal
+        self.at = at
+        self.ends: dict[int, int] = {}  # log key -> its end as the journal says
+        self.records = 0  # records the logs took
+        self.commits = 0
+        start = journal.log.start_offset
+        if at.position < start or at.position > journal.position:
+            raise LogCorrupted(
+                f"{journal.path}: the checkpoint is at position {at.position} but the journal "
+                f"holds positions {start}..{journal.position}: a journal segment is missing "
+                "(run narad check)"
+            )
+
+    def run(self, wanted: Callable[[int], Log | None], what: str) -> None:
+        """Apply every change of the journal since the checkpoint to the logs that
+        `wanted` returns for a key (None: skip that key); `what` names the pass in the
+        progress lines."""
+        began = reported = time.monotonic()
+        commits_seen = 0
+        for position, changes, body in commits(self.journal.log, self.at.position):
+            at = 0
+            for change in changes:
+                at = self._apply(change, body, at, wanted)
+            commits_seen += 1
+            now = time.monotonic()
+            if now - reported >= PROGRESS_S:
+                reported = now
+                logger.info(
+                    "recovering %s: journal position %d of %d", what, position,
+                    self.journal.position,
+                )
+        self.commits = max(self.commits, commits_seen)
+        if commits_seen:
+            logger.info(
+                "replayed %d commits of the journal into the %s in %.3f s",
+                commits_seen, what, time.monotonic() - began,
+            )
+
+    def _apply(
+        self, change: list[Any], body: memoryview, at: int, wanted: Callable[[int], Log | None]
+    ) -> int:
+        kind = change[0] if change else None
+        if kind == "rec":
+            _, key, first, count, nbytes = change
+            self.ends[key] = first + count
+            log = wanted(key)
+            if log is not None:
+                self.records += apply_records(log, first, count, body[at : at + nbytes])
+            return int(at + nbytes)
+        if kind == "start":
+            _, key, offset = change
+            log = wanted(key)
+            if log is not None:
+                log.set_start(offset)
+                log.apply_retention(start_only=True)
+            return at
+        raise BadCommit(f"unknown journal change {kind!r}")
+
+    def settle(self, key: int, log: Log) -> None:
+        """Cut `log` back to where the journal says it ends, or refuse when it holds
+        less than the checkpoint says it durably held."""
+        end = self.ends.get(key)
+        if end is None and self.at.trust_logs:
+            end = log.next_offset
+        elif end is None:
+            end = self.at.ends.get(key, 0)
+            if log.next_offset < end:
+                raise LogCorrupted(
+                    f"{log.path} ends at offset {log.next_offset} but the journal checkpoint "
+                    f"says it held {end} records durably ({describe_key(key)}): records are "
+                    "missing that the journal no longer holds (run narad check)"
+                )
+        if log.next_offset > end:
+            logger.warning(
+                "%s held %d records past its end in the journal (their commit never "
+                "finished): dropped", log.path, log.next_offset - end,
+            )
+            log.truncate(end)
+        log.adopt_journaled()

@@ -1,0 +1,41 @@
+"""Writing records into a stopped server's logs the way the server does, through a
+commit of the data dir's journal, for tests that plant what a bug could have written:
+a record written to a log file alone is one no commit holds, and the next start drops
+it (narad/log/recovery.py)."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from narad.log import FsyncPolicy, Log, LogConfig
+from narad.log.journal import KIND_DATA, KIND_META, KIND_STATE, Journal, log_key
+
+Record = tuple[bytes, int, int, int]  # payload, id_ms, id_seq, flags
+
+
+def append(data: Path, log_path: str, records: list[Record]) -> int:
+    """Commit `records` to the log at `log_path` of data dir `data` ("meta",
+    "streams/<uid>/data" or "streams/<uid>/state"); the first one's offset."""
+    parts = log_path.split("/")
+    key = (
+        log_key(0, KIND_META)
+        if parts == ["meta"]
+        else log_key(int(parts[1]), {"data": KIND_DATA, "state": KIND_STATE}[parts[2]])
+    )
+    journal = Journal(data, FsyncPolicy.ALWAYS)
+    log = Log.open(data / log_path, LogConfig())
+    try:
+        journal.register(key, log)
+        first = log.next_offset
+        for payload, id_ms, id_seq, flags in records:
+            log.append(payload, id_ms, id_seq, flags)
+        journal.note(log)
+        journal.commit()
+        return first
+    finally:
+        log.close()
+        journal.close()
+
+
+def append_payloads(data: Path, log_path: str, *payloads: bytes) -> int:
+    return append(data, log_path, [(payload, 0, 0, 0) for payload in payloads])
