@@ -15,7 +15,7 @@ the data it reports or depends on is committed (docs/durability.md).
 
 Deferred writes: the entry of a plain `XADD key * field value ...` or `Q.PUSH queue
 payload` may be held back (`deferred`) and added together with the like entries of
-other clients to the same stream, in one call to the log (narad/commands/deferred.py).
+other clients, one call to the log per stream (narad/commands/deferred.py).
 The rule that keeps this invisible: `settle()` applies them before anything else runs
 that could see or change their stream: every other command, the end of the
 iteration (`_flush`), the once-a-second upkeep and the queues' timers. So every

@@ -2,14 +2,14 @@
 
 The run handlers of `XADD key * field value ...` and `Q.PUSH queue payload` do not
 add their entries: they hand them to `defer_entries`, which gathers the entries of
-every client to one stream into one `DeferredAdds`. `Server.settle` applies it (one
-clock reading, one `Stream.add_run` for all) before anything else runs that could
-see or change the stream (narad/server.py, "Deferred writes"), and each client then
-gets its IDs as its replies, in the order its commands came. So the entries, IDs and
-replies are those of running the commands one by one within one millisecond.
+every client, to any number of streams, into one `DeferredAdds`. `Server.settle`
+applies it (one clock reading, one `Stream.add_run` per stream) before anything else
+runs (narad/server.py, "Deferred writes"), and then every client gets its IDs as its
+replies, in the order its commands came. So the entries, IDs and replies are those of
+running the commands one by one within one millisecond.
 
-Invariant: between taking an entry and applying it nothing writes to its stream
-(anything that would settles first), so what `can_hold` checked when the entry was
+Invariant: between taking an entry and applying it nothing writes to any stream held
+(every other command settles first), so what `can_hold` checked when the entry was
 taken still holds when it is applied.
 """
 
@@ -30,8 +30,11 @@ if TYPE_CHECKING:
 
 FIELDS_FROM = 3  # a held-back argv's entry fields are argv[FIELDS_FROM:]
 
-# A run handed in: the client, its command, where its argvs start, how many there are.
-Taker = tuple["Client", "Command", int, int]
+# One command run handed in: the client, its command, its stream, how many entries.
+Taker = tuple["Client", "Command", Stream, int]
+# What adding a stream's entries gave: the first one's ID (the others follow it), or
+# one ID or refusal per entry (added one by one), or one refusal for all.
+Outcome = int | list["int | CommandError"] | CommandError
 
 
 def can_hold(store: Store, stream: Stream) -> bool:
@@ -47,85 +50,88 @@ def can_hold(store: Store, stream: Stream) -> bool:
 
 def defer_entries(client: Client, cmd: Command, stream: Stream, argvs: list[list[bytes]]) -> None:
     """Hold back one entry per argv of `argvs` (its fields argv[FIELDS_FROM:]) for
-    `stream` (`can_hold`), with what other clients hold back for it; what is held
-    back for another stream is settled first. The caller has counted the commands
-    and registered the client for sending (`Server._run`)."""
+    `stream` (`can_hold`), with what is held back for it and for other streams. The
+    caller has counted the commands and registered the client for sending
+    (`Server._run`)."""
     server = client.server
     deferred = server.deferred
-    if deferred is None or deferred.stream is not stream:
-        server.settle()
-        deferred = server.deferred = DeferredAdds(server, stream)
-    deferred.takers.append((client, cmd, len(deferred.argvs), len(argvs)))
-    deferred.argvs += argvs
+    if deferred is None:
+        deferred = server.deferred = DeferredAdds(server)
+    run = deferred.runs.get(stream)
+    if run is None:
+        deferred.runs[stream] = list(argvs)
+    else:
+        run += argvs
+    deferred.takers.append((client, cmd, stream, len(argvs)))
 
 
 class DeferredAdds:
-    """The entries held back for one stream, and who takes their IDs."""
+    """The entries held back, by stream, and who takes their IDs, in arrival order."""
 
-    __slots__ = ("argvs", "server", "stream", "takers")
+    __slots__ = ("runs", "server", "takers")
 
-    def __init__(self, server: Server, stream: Stream) -> None:
+    def __init__(self, server: Server) -> None:
         self.server = server
-        self.stream = stream
-        self.argvs: list[list[bytes]] = []
+        self.runs: dict[Stream, list[list[bytes]]] = {}
         self.takers: list[Taker] = []
 
     def apply(self) -> None:
         start = time.perf_counter_ns()
-        added = True
-        try:
-            self._add(self.argvs, self.takers)
-        except ValueError:  # a record over the log's limit: nothing was added
-            added = self._apply_one_by_one()
-        except LogFailed as exc:
-            added = False
-            for taker in self.takers:
-                _refuse(taker, CommandError(str(exc), "IOERR"))
-        except Exception as exc:  # a bug: each taker gets an error reply, as in Server.call
-            added = False
-            error = self.server.unexpected(exc, self.takers[0][1].name, "adding the held-back")
-            for taker in self.takers:
-                _refuse(taker, error)
-        if added:
-            self.server.key_written(self.stream.db, self.stream.key)
-        usec = (time.perf_counter_ns() - start) // 1000
-        total = len(self.argvs)
-        for _, cmd, _, count in self.takers:
-            cmd.usec += usec * count // total
-
-    def _add(self, argvs: list[list[bytes]], takers: list[Taker]) -> None:
-        """Add `argvs` with IDs from one clock reading, then reply to `takers`.
-        Raises as `Stream.add_run` does: ValueError with nothing added."""
-        stream = self.stream
         ms = time.time_ns() // 1_000_000
-        sid = ids.next_auto(stream.last_id, ms)
-        assert sid is not None  # can_hold: the IDs are not near their end
-        stream.add_run(sid, argvs, FIELDS_FROM, ms)
-        for client, _, _, count in takers:
-            client.reply_ids(sid >> 64, sid & ids.SEQ_MASK, count)
-            sid += count
+        outcomes: dict[Stream, Outcome] = {}
+        for stream, argvs in self.runs.items():
+            outcome: Outcome
+            try:
+                outcome = _add(stream, argvs, ms)
+            except ValueError:  # a record over the log's limit: nothing was added
+                outcome = [_add_one(stream, argv, ms) for argv in argvs]
+            except LogFailed as exc:
+                outcome = CommandError(str(exc), "IOERR")
+            except Exception as exc:  # a bug: each taker gets an error reply, as in Server.call
+                name = self.takers[0][1].name
+                outcome = self.server.unexpected(exc, name, "adding the held-back")
+            outcomes[stream] = outcome
+            if not isinstance(outcome, CommandError) and (
+                isinstance(outcome, int) or any(isinstance(o, int) for o in outcome)
+            ):
+                self.server.key_written(stream.db, stream.key)
+        usec = (time.perf_counter_ns() - start) // 1000
+        total = sum(len(argvs) for argvs in self.runs.values())
+        for client, cmd, stream, count in self.takers:
+            cmd.usec += usec * count // total
+            outcome = outcomes[stream]
+            if isinstance(outcome, int):
+                client.reply_ids(outcome >> 64, outcome & ids.SEQ_MASK, count)
+                outcomes[stream] = outcome + count
+            elif isinstance(outcome, CommandError):
+                cmd.failed += count
+                for _ in range(count):
+                    client.reply_error(outcome)
+            else:
+                for one in outcome[:count]:
+                    if isinstance(one, int):
+                        client.reply_ids(one >> 64, one & ids.SEQ_MASK, 1)
+                    else:
+                        cmd.failed += 1
+                        client.reply_error(one)
+                del outcome[:count]
 
-    def _apply_one_by_one(self) -> bool:
-        """When the joint add was refused: each entry alone, as its command would
-        have been, so that only the entries at fault get the error. Whether any
-        was added."""
-        added = False
-        for client, cmd, begin, count in self.takers:
-            for argv in self.argvs[begin : begin + count]:
-                one: Taker = (client, cmd, 0, 1)
-                try:
-                    self._add([argv], [one])
-                except ValueError as exc:
-                    _refuse(one, CommandError(str(exc)))
-                except LogFailed as exc:
-                    _refuse(one, CommandError(str(exc), "IOERR"))
-                else:
-                    added = True
-        return added
+
+def _add(stream: Stream, argvs: list[list[bytes]], ms: int) -> int:
+    """Add `argvs` to `stream` with IDs from clock reading `ms`; the first one's ID.
+    Raises as `Stream.add_run` does: ValueError with nothing added."""
+    sid = ids.next_auto(stream.last_id, ms)
+    assert sid is not None  # can_hold: the IDs are not near their end
+    stream.add_run(sid, argvs, FIELDS_FROM, ms)
+    return sid
 
 
-def _refuse(taker: Taker, error: CommandError) -> None:
-    client, cmd, _, count = taker
-    cmd.failed += count
-    for _ in range(count):
-        client.reply_error(error)
+def _add_one(stream: Stream, argv: list[bytes], ms: int) -> int | CommandError:
+    """When a stream's joint add was refused: one entry alone, as its command would
+    have been, so that only the entries at fault get the error."""
+    try:
+        return _add(stream, [argv], ms)
+    except ValueError as exc:
+        return CommandError(str(exc))
+    except LogFailed as exc:
+        return CommandError(str(exc), "IOERR")

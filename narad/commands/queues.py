@@ -470,7 +470,7 @@ def q_subscribe(client: Client, args: list[bytes]) -> Any:
         raise CommandError(
             f"subscribing '{_text(args[1])}' to '{_text(args[2])}' would make a cycle"
         )
-    queue.stream.log_op(["q.sub", source.uid, position])
+    queue.stream.log_op(["q.sub", source.uid, position, queue.stream.data.next_offset])
     service.subscribing.add(queue)
     client.server.schedule_flush()
     return OK

@@ -16,8 +16,8 @@ Contracts (the words are those of docs/design.md, "The words are contracts"):
 - Creating or deleting a segment fsyncs the folder; checkpoints are atomic.
 
 Concurrency: one writer thread calls append / write / roll / truncate / retention;
-`sync` may run on another thread (the everysec flusher); `_lock` guards what the two
-share. Reads run on the writer's thread.
+`sync` may run on another thread (the journal's everysec thread, the checkpoint
+thread); `_lock` guards what they share. Reads run on the writer's thread.
 """
 
 from __future__ import annotations

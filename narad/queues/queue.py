@@ -487,7 +487,8 @@ def record_id(rec: Record) -> int:
 # ["q.dead", dropped, [offsets]]      dead-lettered (appended to the DLQ first) or dropped
 # ["q.take", cursor, [offsets]]       taken out for good (Q.REDRIVE moved them)
 # ["q.seek", cursor]
-# ["q.sub", source_uid, next] / ["q.unsub", source_uid]
+# ["q.sub", source_uid, next, data_offset] / ["q.unsub", source_uid]   data_offset: the
+#   subscriber's data log end when it subscribed (ops from before it carried none)
 # ["q.subpos", source_uid, next, data_offset]   forwarding progress (a hint: see push)
 # ["q.rejected", count]               fan-out copies the queue's schema refused
 
@@ -616,8 +617,11 @@ def _apply_seek(stream: Stream, op: list[Any]) -> None:
 
 @op_handler("q.sub")
 def _apply_sub(stream: Stream, op: list[Any]) -> None:
-    _, source, next_offset = op
-    sub = Subscription(source, next_offset, stream.data.next_offset, next_offset)
+    # An op reads nothing but itself; one logged before the op carried its data
+    # offset falls back to the data log's end, as it was then read.
+    source, next_offset = op[1], op[2]
+    data_offset = op[3] if len(op) > 3 else stream.data.next_offset
+    sub = Subscription(source, next_offset, data_offset, next_offset)
     _queue(stream).subs[source] = sub
 
 

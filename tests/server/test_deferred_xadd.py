@@ -122,6 +122,25 @@ def test_each_clients_replies_keep_the_order_of_its_commands(tmp_path: Path) -> 
     asyncio.run(_pipeline_across_streams(tmp_path))
 
 
+async def _crossed_streams(folder: Path) -> None:
+    """Two clients add to two streams in opposite orders within one iteration: the
+    adds are held for both streams at once, and each client's replies still come in
+    its commands' order, each naming its own entry."""
+    server, (a, b) = await _setup(folder, 2, b"s1", b"s2")
+    _send(a, ("XADD", "s1", "*", "n", "a1"), ("XADD", "s2", "*", "n", "a2"))
+    _send(b, ("XADD", "s2", "*", "n", "b2"), ("XADD", "s1", "*", "n", "b1"))
+    [[a1, a2], [b2, b1]] = await _replies(a, b)
+    _send(a, ("XRANGE", "s1", "-", "+"), ("XRANGE", "s2", "-", "+"))
+    [[s1, s2]] = await _replies(a)
+    assert dict((sid, fields[1]) for sid, fields in s1[1:]) == {a1: b"a1", b1: b"b1"}
+    assert dict((sid, fields[1]) for sid, fields in s2[1:]) == {a2: b"a2", b2: b"b2"}
+    _close(server, [a, b])
+
+
+def test_adds_to_streams_in_crossed_orders_answer_each_client_in_order(tmp_path: Path) -> None:
+    asyncio.run(_crossed_streams(tmp_path))
+
+
 async def _watch_then_add(folder: Path) -> None:
     server, (a, b) = await _setup(folder, 2, b"s")
     _send(b, ("WATCH", "s"), ("MULTI",), ("XLEN", "s"))

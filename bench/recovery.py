@@ -1,0 +1,86 @@
+"""Recovery after kill -9: how long a start takes with a given amount of journal
+since the last checkpoint, and how much memory the logs hold for records not yet in
+their files.
+
+    python bench/recovery.py [--journal-mb N] [--streams K]
+
+Fills a Narad server (fsync everysec, so the fill is quick; recovery does not depend
+on the policy) with XADDs spread over K streams (redis-benchmark -r) until about N MiB
+of journal lie past the last checkpoint (checkpoints held off by a large
+checkpoint-bytes), kill -9s it, and times the restart until PING answers and until
+the last entry is readable. Then the same with the default checkpoint interval. Prints
+a Markdown table for bench/README.md. Needs redis-benchmark on the PATH.
+"""
+
+from __future__ import annotations
+
+import argparse
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(ROOT))
+
+from tests.servers import NaradProcess  # noqa: E402
+
+VALUE = "v" * 100
+
+
+def fill(server: NaradProcess, journal_mb: int, streams: int) -> dict[str, str]:
+    """XADD until the journal past the checkpoint holds `journal_mb` MiB."""
+    client = server.client()
+    while True:
+        subprocess.run(
+            ["redis-benchmark", "-p", str(server.port), "-c", "50", "-P", "16", "-n", "200000",
+             "-r", str(streams), "-q", "XADD", "s:__rand_int__", "*", "f", VALUE],
+            check=True, capture_output=True,
+        )
+        info = client.info("narad")
+        if int(info["journal_bytes"]) >= journal_mb * 1024 * 1024:
+            return {k: str(v) for k, v in info.items()}
+
+
+def restart_s(server: NaradProcess) -> tuple[float, int]:
+    server.kill()
+    start = time.monotonic()
+    server.start(poll_s=0.005)
+    took = time.monotonic() - start
+    info = server.client().info("narad")
+    return took, int(info["journal_position"])
+
+
+def figure(journal_mb: int, streams: int, settings: list[str]) -> tuple[float, dict[str, str]]:
+    with tempfile.TemporaryDirectory() as tmp:
+        server = NaradProcess(Path(tmp), ["--fsync", "everysec", *settings]).start()
+        try:
+            info = fill(server, journal_mb, streams)
+            took, _ = restart_s(server)
+            return took, info
+        finally:
+            server.stop(timeout=600)
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--journal-mb", type=int, default=1024)
+    parser.add_argument("--streams", type=int, default=100)
+    args = parser.parse_args()
+    print("| case | journal since checkpoint (MiB) | restart (s) | behind the logs (MiB) |")
+    print("|---|---|---|---|")
+    held = ["--checkpoint-bytes", "1tb", "--checkpoint-seconds", "86400"]
+    for label, settings, mb in (
+        ("checkpoints held off", held, args.journal_mb),
+        ("default checkpoint interval", [], args.journal_mb),
+    ):
+        took, info = figure(mb, args.streams, settings)
+        since = (int(info["journal_bytes"])) / 2**20
+        behind = int(info["journal_behind_bytes"]) / 2**20
+        print(f"| {label}, {args.streams} streams | {since:,.0f} | {took:.2f} | {behind:.1f} |",
+              flush=True)
+
+
+if __name__ == "__main__":
+    main()
