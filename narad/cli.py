@@ -27,8 +27,7 @@ from typing import TYPE_CHECKING, TypeAlias
 import narad
 from narad import serve
 from narad.log.format import FLAG_ENTRY, Record, decode_fields
-from narad.log.index import SparseIndex
-from narad.log.segment import INDEX_SUFFIX, zero_tail
+from narad.log.segment import zero_tail
 from narad.progress import Progress
 
 if TYPE_CHECKING:
@@ -136,6 +135,7 @@ def _run_check(args: argparse.Namespace) -> int:
     try:
         with Progress(scan_bytes(folders), label="checking") as bar:
             report = check_logs(folders, args.repair, bar)
+        report.problems += _journal_problems(root, args.repair and report.clean)
         sound = args.repair and report.clean
         report.problems += _replay_problems(root, sound)
     finally:
@@ -174,6 +174,28 @@ def _check_locks(folders: list[Path], repair: bool) -> list[int] | None:
                 os.close(fd)
             return None
     return taken
+
+
+def _journal_problems(root: Path, repair: bool) -> list[Problem]:
+    """The data dir's journal against its logs (narad/log/check_journal.py). With
+    `repair` (only when the logs themselves are sound), problems that are all of the
+    kinds recovery mends (a torn commit, records past the journal's end) are mended
+    by recovering and checkpointing the data dir, then checked again."""
+    from narad.log.check_journal import check_journal, journal_scan_bytes
+    from narad.log.journal import JOURNAL_FOLDER
+
+    if not (root / JOURNAL_FOLDER).is_dir():
+        return []
+    with Progress(journal_scan_bytes(root), label="checking the journal") as bar:
+        problems = check_journal(root, bar)
+    if repair and problems and all(p.repairable for p in problems):
+        from narad.store import settle_journal
+
+        settle_journal(root)
+        if not check_journal(root):
+            for problem in problems:
+                problem.repaired = True
+    return problems
 
 
 def _replay_problems(root: Path, repair: bool) -> list[Problem]:
@@ -299,8 +321,10 @@ def _run_dump(args: argparse.Namespace) -> int:
 def _dump_segment(f: SegmentFile, from_offset: int, left: int | None, payload: bool) -> int | None:
     """Print the records of `f` from `from_offset` on, at most `left` (None: all);
     return how many more may be printed."""
+    from narad.log.check import seek_position
+
     write = sys.stdout.write
-    for rec in f.records(_seek(f, from_offset)):
+    for rec in f.records(seek_position(f, from_offset)):
         if rec.offset < from_offset:
             continue
         write(record_line(f.path.name, rec, payload) + "\n")
@@ -309,20 +333,6 @@ def _dump_segment(f: SegmentFile, from_offset: int, left: int | None, payload: b
             if left == 0:
                 break
     return left
-
-
-def _seek(f: SegmentFile, offset: int) -> int:
-    """A byte position at or before record `offset` in `f`: the index entry's, when
-    that entry names a valid record with its offset (the index is only a hint), else 0."""
-    index = SparseIndex.load(f.path.with_suffix(INDEX_SUFFIX))
-    if offset <= f.base_offset or index is None or not len(index):
-        return 0
-    i = index.floor_offset(offset)
-    if i < 0:
-        return 0
-    entry_offset, position, _, _ = index.entry(i)
-    rec = f.record_at(position)
-    return position if rec is not None and rec.offset == entry_offset <= offset else 0
 
 
 def record_line(segment: str, rec: Record, payload: bool) -> str:
