@@ -99,9 +99,10 @@ def _add_check(subparsers: Subparsers) -> None:
         description=(
             "Read every record of every segment and check it (CRC, dense offsets, "
             "stream IDs and timestamps in order), compare every index with a rebuild, "
-            "and check the checkpoints; in a data dir, replay the metadata log and every "
-            "stream's state log as a server would and report each op that cannot be "
-            "applied. A check may run beside a server (read-only); "
+            "and check the checkpoints; in a data dir, hold the journal against every log "
+            "(its checkpoint, each commit since it, each log's end and record bytes), and "
+            "replay the metadata log and every stream's state log as a server would and "
+            "report each op that cannot be applied. A check may run beside a server (read-only); "
             "--repair takes the data dir's lock and is refused while a server holds it. "
             "Exit code: 0 clean (or everything repaired), 1 problems remain (or the "
             "data dir is in use), 2 nothing to check or a usage error."
@@ -115,7 +116,8 @@ def _add_check(subparsers: Subparsers) -> None:
         action="store_true",
         help="truncate a torn tail of a last segment and rewrite bad indexes; "
         "remove metadata ops that cannot be applied; truncate a stream's state log at "
-        "its op that cannot be applied; corruption is never repaired",
+        "its op that cannot be applied; recover the data dir when the journal ends in a "
+        "torn commit or a log holds records past it; corruption is never repaired",
     )
     parser.set_defaults(run=_run_check)
 
