@@ -188,12 +188,23 @@ def _journal_problems(root: Path, repair: bool) -> list[Problem]:
 
     if not (root / JOURNAL_FOLDER).is_dir():
         return []
-    with Progress(journal_scan_bytes(root), label="checking the journal") as bar:
-        problems = check_journal(root, bar)
+    from narad.log.check import Kind, Problem
+
+    try:
+        with Progress(journal_scan_bytes(root), label="checking the journal") as bar:
+            problems = check_journal(root, bar)
+    except OSError as exc:
+        what = f"cannot read the journal or a log: {exc}"
+        return [Problem(Kind.IO_ERROR, root / JOURNAL_FOLDER, None, what)]
     if repair and problems and all(p.repairable for p in problems):
+        from narad.log.log import LogCorrupted, LogFailed
         from narad.store import settle_journal
 
-        settle_journal(root)
+        try:
+            settle_journal(root)
+        except (LogCorrupted, LogFailed, OSError) as exc:
+            print(f"narad check: recovering {root} failed: {exc}", file=sys.stderr)
+            return problems
         if not check_journal(root):
             for problem in problems:
                 problem.repaired = True
@@ -409,7 +420,7 @@ def commit_lines(line: str, rec: Record, payload: bool) -> str:
 
     try:
         changes, body = decode_commit(rec.payload)
-    except BadCommit as exc:
+    except (BadCommit, IndexError, TypeError) as exc:
         return f"{line} not a commit: {exc}"
     shown: list[str] = []
     carried: list[str] = []

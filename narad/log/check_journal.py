@@ -12,7 +12,8 @@ What is reported (kinds of narad/log/check.py):
   no one can tell which commits the logs hold durably.
 - commit: a journal record that passed its CRC but does not decode as a commit
   (journal.decode_commit) or carries an unknown change. Not repairable; what follows
-  it is not held against the logs.
+  it is not read, and no log is then judged ahead of the journal (nor after a bad
+  record that the log check reports, followed by valid ones).
 - torn-tail: the journal ends inside a commit split over several records (its last
   part, without FLAG_CONTINUES, is missing): what a crash leaves. Recovery drops it.
 - log-behind: a log ends before its end in the checkpoint, or before the journal's
@@ -60,6 +61,7 @@ from narad.log.journal import (
     log_key,
 )
 from narad.log.log import START_CHECKPOINT
+from narad.log.segment import zero_tail
 
 # Records of one log whose bytes differ from the journal's, listed; more are counted
 # in the last one's text.
@@ -115,21 +117,31 @@ def logical_start(folder: Path) -> int:
 
 
 def records_from(
-    folder: Path, offset: int
+    folder: Path, offset: int, cut: list[bool] | None = None
 ) -> Generator[tuple[SegmentFile, Record], None, None]:
     """(open segment, record) of every valid record of the log in `folder` from
     `offset` on, each segment's scan started through its index (verified); a bad
-    record ends it (the log check reports it)."""
+    record ends it (the log check reports it). When it ends at a bad record that
+    valid records of the log follow (not a torn tail), True is appended to `cut`."""
     segments = list_segments(folder)
     bases = [base for base, _ in segments]
     first = max(sum(1 for base in bases if base <= offset) - 1, 0)
-    for _, path in segments[first:]:
+    for i, (_, path) in enumerate(segments[first:], first):
         with SegmentFile(path) as f:
+            expected = offset
             for rec in f.records(seek_position(f, offset)):
+                expected = rec.offset + 1
                 if rec.offset >= offset:
                     yield f, rec
-            if f.bad is not None:
-                return
+            bad = f.bad
+            if bad is None:
+                continue
+            if cut is not None and (
+                i + 1 < len(segments)
+                or (not zero_tail(f.fd, bad.position) and f.resync(bad.position, expected))
+            ):
+                cut.append(True)
+            return
 
 
 def log_end(folder: Path) -> int:
@@ -219,14 +231,14 @@ class _Part:
 def _read_commits(walk: JournalWalk, position: int, progress: ProgressSink | None) -> None:
     parts: list[_Part] = []
     done: dict[Path, int] = {}  # segment -> bytes reported to progress
-    for f, rec in records_from(walk.folder, position):
+    cut: list[bool] = []  # the journal's records go on after a bad one
+    for f, rec in records_from(walk.folder, position, cut):
         if progress is not None:
             step = rec.position + rec.size - done.get(f.path, 0)
             progress.advance(step)
             done[f.path] = rec.position + rec.size
         try:
-            changes, body = decode_commit(rec.payload)
-            _check_changes(changes)
+            changes, body = _decode(rec.payload)
         except BadCommit as exc:
             what = f"journal record at position {rec.offset} is not a commit: {exc}"
             walk.problems.append(Problem(Kind.COMMIT, f.path, rec.position, what))
@@ -240,6 +252,11 @@ def _read_commits(walk: JournalWalk, position: int, progress: ProgressSink | Non
             _take_runs(walk, part)
         walk.commits += 1
         parts = []
+    if cut:
+        # A bad record before the journal's last ones (the log check reports it): what
+        # follows is not known, so no log is judged ahead of the journal.
+        walk.complete = False
+        return
     if parts:
         first = parts[0]
         size = sum(p.rec.size for p in parts)
@@ -248,6 +265,16 @@ def _read_commits(walk: JournalWalk, position: int, progress: ProgressSink | Non
                 "recovery drops this commit")
         walk.problems.append(Problem(Kind.TORN_TAIL, first.path, first.rec.position, what,
                                      size, repairable=True))
+
+
+def _decode(payload: bytes) -> tuple[list[list[Any]], memoryview]:
+    """decode_commit, with every change's shape checked; raises BadCommit."""
+    try:
+        changes, body = decode_commit(payload)
+    except (IndexError, TypeError) as exc:  # a "rec" change too short to name its bytes
+        raise BadCommit(f"a change is malformed: {exc}") from None
+    _check_changes(changes)
+    return changes, body
 
 
 def _check_changes(changes: list[list[Any]]) -> None:

@@ -196,6 +196,7 @@ def test_a_flipped_byte_in_a_journal_record_after_the_checkpoint(tmp_path: Path)
     store.journal.commit()
     add(stream, 1)
     store.journal.commit()
+    stream.readable()  # the data log holds both commits' records
     crash(store)
     path = segment(tmp_path / "journal")
     last_two = records(path)[-2:]
@@ -204,8 +205,10 @@ def test_a_flipped_byte_in_a_journal_record_after_the_checkpoint(tmp_path: Path)
     path.write_bytes(bytes(data))
     code, out = narad_check(tmp_path)
     assert code == 1
-    assert "corrupt" in kinds(out)
-    assert out[0].startswith(f"{path}:{last_two[0].position}: corrupt: ")
+    # Only the journal's own damage: with a commit unreadable, the data log's records
+    # after it are not judged ahead of the journal.
+    assert kinds(out) == ["corrupt"]
+    assert out[0].startswith(f"{path}:{last_two[0].position}: corrupt: CRC mismatch")
 
 
 def test_a_journal_record_that_is_not_a_commit(tmp_path: Path) -> None:
