@@ -91,6 +91,8 @@ def test_a_clean_data_dir_checks_clean(tmp_path: Path) -> None:
     code, out = narad_check(data_dir(tmp_path))
     assert code == 0, out
     assert out == [out[-1]] and out[-1].endswith(": clean")
+    # The journal folder is checked as a log as well: journal, meta, data, state.
+    assert out[-1].startswith("checked 4 logs, 4 segments")
 
 
 def test_a_crashed_data_dir_checks_clean(tmp_path: Path) -> None:
