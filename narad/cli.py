@@ -27,8 +27,7 @@ from typing import TYPE_CHECKING, TypeAlias
 import narad
 from narad import serve
 from narad.log.format import FLAG_ENTRY, Record, decode_fields
-from narad.log.index import SparseIndex
-from narad.log.segment import INDEX_SUFFIX, zero_tail
+from narad.log.segment import zero_tail
 from narad.progress import Progress
 
 if TYPE_CHECKING:
@@ -100,9 +99,10 @@ def _add_check(subparsers: Subparsers) -> None:
         description=(
             "Read every record of every segment and check it (CRC, dense offsets, "
             "stream IDs and timestamps in order), compare every index with a rebuild, "
-            "and check the checkpoints; in a data dir, replay the metadata log and every "
-            "stream's state log as a server would and report each op that cannot be "
-            "applied. A check may run beside a server (read-only); "
+            "and check the checkpoints; in a data dir, hold the journal against every log "
+            "(its checkpoint, each commit since it, each log's end and record bytes), and "
+            "replay the metadata log and every stream's state log as a server would and "
+            "report each op that cannot be applied. A check may run beside a server (read-only); "
             "--repair takes the data dir's lock and is refused while a server holds it. "
             "Exit code: 0 clean (or everything repaired), 1 problems remain (or the "
             "data dir is in use), 2 nothing to check or a usage error."
@@ -116,7 +116,8 @@ def _add_check(subparsers: Subparsers) -> None:
         action="store_true",
         help="truncate a torn tail of a last segment and rewrite bad indexes; "
         "remove metadata ops that cannot be applied; truncate a stream's state log at "
-        "its op that cannot be applied; corruption is never repaired",
+        "its op that cannot be applied; recover the data dir when the journal ends in a "
+        "torn commit or a log holds records past it; corruption is never repaired",
     )
     parser.set_defaults(run=_run_check)
 
@@ -136,6 +137,7 @@ def _run_check(args: argparse.Namespace) -> int:
     try:
         with Progress(scan_bytes(folders), label="checking") as bar:
             report = check_logs(folders, args.repair, bar)
+        report.problems += _journal_problems(root, args.repair and report.clean)
         sound = args.repair and report.clean
         report.problems += _replay_problems(root, sound)
     finally:
@@ -174,6 +176,39 @@ def _check_locks(folders: list[Path], repair: bool) -> list[int] | None:
                 os.close(fd)
             return None
     return taken
+
+
+def _journal_problems(root: Path, repair: bool) -> list[Problem]:
+    """The data dir's journal against its logs (narad/log/check_journal.py). With
+    `repair` (only when the logs themselves are sound), problems that are all of the
+    kinds recovery mends (a torn commit, records past the journal's end) are mended
+    by recovering and checkpointing the data dir, then checked again."""
+    from narad.log.check_journal import check_journal, journal_scan_bytes
+    from narad.log.journal import JOURNAL_FOLDER
+
+    if not (root / JOURNAL_FOLDER).is_dir():
+        return []
+    from narad.log.check import Kind, Problem
+
+    try:
+        with Progress(journal_scan_bytes(root), label="checking the journal") as bar:
+            problems = check_journal(root, bar)
+    except OSError as exc:
+        what = f"cannot read the journal or a log: {exc}"
+        return [Problem(Kind.IO_ERROR, root / JOURNAL_FOLDER, None, what)]
+    if repair and problems and all(p.repairable for p in problems):
+        from narad.log.log import LogCorrupted, LogFailed
+        from narad.store import settle_journal
+
+        try:
+            settle_journal(root)
+        except (LogCorrupted, LogFailed, OSError) as exc:
+            print(f"narad check: recovering {root} failed: {exc}", file=sys.stderr)
+            return problems
+        if not check_journal(root):
+            for problem in problems:
+                problem.repaired = True
+    return problems
 
 
 def _replay_problems(root: Path, repair: bool) -> list[Problem]:
@@ -244,11 +279,15 @@ def _add_dump(subparsers: Subparsers) -> None:
         description=(
             "Print records as stored in the segment files, oldest first, each line "
             "'offset: .. position: .. segment: .. epoch: .. timestamp: .. id: .. "
-            "flags: .. size: .. crc-ok'. Stops with exit code 1 at the first record "
-            "that fails its checks. The logical start (start.checkpoint) is ignored."
+            "flags: .. size: .. crc-ok'; a journal folder's lines add each commit's "
+            "changes. Stops with exit code 1 at the first record that fails its checks. "
+            "The logical start (start.checkpoint) is ignored. With --key, DIR is a data "
+            "dir and the folder of the stream at KEY is printed instead."
         ),
     )
-    parser.add_argument("log_dir", type=Path, metavar="LOG_DIR", help="a log folder")
+    parser.add_argument(
+        "log_dir", type=Path, metavar="DIR", help="a log folder (a data dir with --key)"
+    )
     parser.add_argument(
         "--from",
         dest="from_offset",
@@ -263,7 +302,14 @@ def _add_dump(subparsers: Subparsers) -> None:
     parser.add_argument(
         "--payload",
         action="store_true",
-        help="add the payload: field/value pairs for entries (flag 0x01), else bytes",
+        help="add the payload: field/value pairs for entries (flag 0x01), ops of a state "
+        "or metadata log as lists, a journal commit's records one per line, else bytes",
+    )
+    parser.add_argument(
+        "--key", metavar="KEY", help="print the folder of the stream at KEY of data dir DIR"
+    )
+    parser.add_argument(
+        "--db", type=_natural, default=0, metavar="N", help="the database of --key (default 0)"
     )
     parser.set_defaults(run=_run_dump)
 
@@ -272,9 +318,12 @@ def _run_dump(args: argparse.Namespace) -> int:
     from narad.log.check import SegmentFile, list_segments
 
     folder: Path = args.log_dir
+    if args.key is not None:
+        return _dump_key(folder, os.fsencode(args.key), args.db)
     segments = list_segments(folder) if folder.is_dir() else []
     if not segments:
         return _usage_error("dump", f"{folder} is not a log folder (no segment files)")
+    show = _record_shower(folder, args.payload)
     bases = [base for base, _ in segments]
     first = max(bisect.bisect_right(bases, args.from_offset) - 1, 0)
     left: int | None = args.count
@@ -283,7 +332,7 @@ def _run_dump(args: argparse.Namespace) -> int:
             break
         try:
             with SegmentFile(path) as f:
-                left = _dump_segment(f, args.from_offset, left, args.payload)
+                left = _dump_segment(f, args.from_offset, left, show)
                 bad = f.bad
                 if bad is not None and path == segments[-1][1] and zero_tail(f.fd, bad.position):
                     bad = None  # space reserved ahead of writes: the records end here
@@ -296,33 +345,61 @@ def _run_dump(args: argparse.Namespace) -> int:
     return 0
 
 
-def _dump_segment(f: SegmentFile, from_offset: int, left: int | None, payload: bool) -> int | None:
+def _dump_key(root: Path, key: bytes, db: int) -> int:
+    """Print the folder of the stream at `key` of data dir `root`, as its metadata
+    says after recovery: the metadata log replayed read-only, then the journal's
+    metadata records past its end."""
+    from narad.log.check_journal import metadata_records, walk_journal
+    from narad.log.journal import JOURNAL_FOLDER
+    from narad.metalog import DATABASES_ANY, MetaState
+    from narad.schema.keyspace import StreamSchemas
+
+    if not ((root / "meta").is_dir() or (root / JOURNAL_FOLDER).is_dir()):
+        return _usage_error("dump", f"{root} is not a data dir (no meta or journal folder)")
+    walk = walk_journal(root)
+    state = MetaState(StreamSchemas(), DATABASES_ANY)
+    state.replay(metadata_records(root, walk))
+    for uid, named in state.names.items():
+        if named == (db, key):
+            print(root / "streams" / str(uid))
+            return 0
+    print(f"narad dump: no key {key!r} in db {db} of {root}", file=sys.stderr)
+    return 1
+
+
+# Renders one record as its dump line(s), without the trailing newline.
+Shower = Callable[[str, Record], str]
+
+
+def _record_shower(folder: Path, payload: bool) -> Shower:
+    """How the records of log `folder` are shown: a journal's with their commits'
+    changes, a state or metadata log's payloads as ops, any other's as entries."""
+    from narad.log.journal import JOURNAL_FOLDER
+
+    if folder.resolve().name == JOURNAL_FOLDER:
+        return lambda segment, rec: commit_lines(record_line(segment, rec, False), rec, payload)
+    if not payload:
+        return lambda segment, rec: record_line(segment, rec, False)
+    if folder.resolve().name in ("state", "meta"):
+        return lambda segment, rec: f"{record_line(segment, rec, False)} {op_text(rec.payload)}"
+    return lambda segment, rec: record_line(segment, rec, True)
+
+
+def _dump_segment(f: SegmentFile, from_offset: int, left: int | None, show: Shower) -> int | None:
     """Print the records of `f` from `from_offset` on, at most `left` (None: all);
     return how many more may be printed."""
+    from narad.log.check import seek_position
+
     write = sys.stdout.write
-    for rec in f.records(_seek(f, from_offset)):
+    for rec in f.records(seek_position(f, from_offset)):
         if rec.offset < from_offset:
             continue
-        write(record_line(f.path.name, rec, payload) + "\n")
+        write(show(f.path.name, rec) + "\n")
         if left is not None:
             left -= 1
             if left == 0:
                 break
     return left
-
-
-def _seek(f: SegmentFile, offset: int) -> int:
-    """A byte position at or before record `offset` in `f`: the index entry's, when
-    that entry names a valid record with its offset (the index is only a hint), else 0."""
-    index = SparseIndex.load(f.path.with_suffix(INDEX_SUFFIX))
-    if offset <= f.base_offset or index is None or not len(index):
-        return 0
-    i = index.floor_offset(offset)
-    if i < 0:
-        return 0
-    entry_offset, position, _, _ = index.entry(i)
-    rec = f.record_at(position)
-    return position if rec is not None and rec.offset == entry_offset <= offset else 0
 
 
 def record_line(segment: str, rec: Record, payload: bool) -> str:
@@ -332,6 +409,74 @@ def record_line(segment: str, rec: Record, payload: bool) -> str:
         f"flags: 0x{rec.flags:02x} size: {rec.size} crc-ok"
     )
     return f"{line} {payload_text(rec)}" if payload else line
+
+
+def commit_lines(line: str, rec: Record, payload: bool) -> str:
+    """A journal record's line with its changes: `position <P>: <change>, ...` for
+    the last (or only) part of a commit, `part (continues): ...` for an earlier one;
+    with `payload`, then one indented line per log record the changes carry."""
+    from narad.log import format
+    from narad.log.journal import FLAG_CONTINUES, BadCommit, decode_commit, describe_key
+
+    try:
+        changes, body = decode_commit(rec.payload)
+    except (BadCommit, IndexError, TypeError) as exc:
+        return f"{line} not a commit: {exc}"
+    shown: list[str] = []
+    carried: list[str] = []
+    at = 0
+    for change in changes:
+        kind = change[0] if change else None
+        if kind == "rec" and len(change) == 5:
+            _, key, first, count, size = change
+            name = describe_key(key)
+            shown.append(
+                f"rec {name} {first}..{first + count - 1} ({_plural(count, 'record')}, "
+                f"{_plural(size, 'byte')})"
+            )
+            if payload:
+                run = format.scan(body[at : at + size], 0, 0, count)[0]
+                for log_rec in run:
+                    carried.append(f"  {name} offset: {log_rec.offset} "
+                                   f"{_carried_text(key, log_rec)}")
+            at += size
+        elif kind == "start" and len(change) == 3:
+            shown.append(f"start {describe_key(change[1])} {change[2]}")
+        else:
+            shown.append(f"unknown change {change!r}")
+    where = "part (continues)" if rec.flags & FLAG_CONTINUES else f"position {rec.offset + 1}"
+    return "\n".join([f"{line} {where}: {', '.join(shown)}", *carried])
+
+
+def _carried_text(key: int, rec: Record) -> str:
+    from narad.log.journal import KIND_DATA
+
+    return payload_text(rec) if key & 3 == KIND_DATA else op_text(rec.payload)
+
+
+def op_text(payload: bytes) -> str:
+    """`op: [...]`: a state or metadata op decoded from msgpack, strings as text and
+    bytes shown as `_shown` does; `payload: ...` when it is not msgpack."""
+    import msgpack
+
+    try:
+        op = msgpack.unpackb(payload, raw=False, strict_map_key=False)
+    except UnicodeDecodeError:  # the metadata log packs strings as raw bytes
+        op = msgpack.unpackb(payload, raw=True, strict_map_key=False)
+    except Exception as exc:
+        return f"payload: {_shown(payload)} (not msgpack: {exc})"
+    return f"op: {_value_text(op)}"
+
+
+def _value_text(value: object) -> str:
+    if isinstance(value, bytes):
+        return _shown(value)
+    if isinstance(value, list | tuple):
+        return "[" + ", ".join(_value_text(v) for v in value) + "]"
+    if isinstance(value, dict):
+        pairs = (f"{_value_text(k)}: {_value_text(v)}" for k, v in value.items())
+        return "{" + ", ".join(pairs) + "}"
+    return repr(value)
 
 
 def payload_text(rec: Record) -> str:

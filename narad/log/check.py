@@ -18,6 +18,9 @@ into problem kinds:
   narad/metalog.py and store.repair_metadata, not here). Repairable.
 - state-op: a stream's state op that replay cannot apply (found and repaired by
   narad/streams/stream.py's check_states and repair_states, not here). Repairable.
+- commit, log-behind, log-ahead: a data dir's journal against its logs (found by
+  narad/log/check_journal.py, which also reports a commit whose last part is missing
+  as a torn-tail, and log bytes that differ from the journal's as corrupt).
 
 With `repair`, a torn tail is truncated (ftruncate, then fsync) and each bad index is
 rewritten. Nothing else is ever written, renamed or deleted.
@@ -89,6 +92,9 @@ class Kind(enum.Enum):
     IO_ERROR = "io-error"
     META_OP = "meta-op"  # a metadata op replay cannot apply (narad/metalog.py)
     STATE_OP = "state-op"  # a stream's state op replay cannot apply (narad/streams/stream.py)
+    COMMIT = "commit"  # a journal record that is not a commit (narad/log/check_journal.py)
+    LOG_BEHIND = "log-behind"  # a log lacks records the journal no longer holds
+    LOG_AHEAD = "log-ahead"  # a log holds records past its end in the journal
 
 
 @dataclass
@@ -309,6 +315,20 @@ def folder_records(folder: Path) -> Iterator[tuple[int, bytes]]:
                     yield rec.offset, rec.payload
             if segment.bad is not None:
                 return
+
+
+def seek_position(f: SegmentFile, offset: int) -> int:
+    """A byte position at or before record `offset` in `f`: the index entry's, when
+    that entry names a valid record with its offset (the index is only a hint), else 0."""
+    index = SparseIndex.load(f.path.with_suffix(INDEX_SUFFIX))
+    if offset <= f.base_offset or index is None or not len(index):
+        return 0
+    i = index.floor_offset(offset)
+    if i < 0:
+        return 0
+    entry_offset, position, _, _ = index.entry(i)
+    rec = f.record_at(position)
+    return position if rec is not None and rec.offset == entry_offset <= offset else 0
 
 
 def find_logs(root: Path) -> list[Path]:

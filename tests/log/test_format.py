@@ -6,6 +6,7 @@ from __future__ import annotations
 import itertools
 import os
 import struct
+from pathlib import Path
 
 import pytest
 from crc32c import crc32c
@@ -312,3 +313,25 @@ def test_scan_entries_is_scan_filtered(  # type: ignore[no-untyped-def]
     high = (7 << 64 | 2**64 - 3) + high_at
     expected = _entries_by_definition(bytes(data), count_max, high, deleted)
     assert scan_entries(bytes(data), 0, count_max, high, deleted) == expected
+
+
+def test_journal_worked_example_matches_the_spec(tmp_path: Path) -> None:
+    """docs/log-format.md, "The journal" and "The journal checkpoint": the bytes of
+    the worked examples."""
+    from narad.log import checkpointer
+    from narad.log.journal import decode_commit, encode_commit
+
+    buf = bytearray()
+    payload = format.encode_fields([b"k", b"v"])
+    format.pure_encode_into(buf, 7, 1700000000123, 2, format.FLAG_ENTRY, 1700000000123, 0,
+                            payload)
+    commit = encode_commit([["rec", 5, 7, 1, len(buf)]], [bytes(buf)])
+    assert len(commit) == 76
+    assert commit[:16].hex() == "0c000000" "92" "01" "91" "95" "a3726563" "05" "07" "01" "3c"
+    assert commit[16:] == buf
+    assert decode_commit(commit)[0] == [["rec", 5, 7, 1, 60]]
+    start = encode_commit([["start", 5, 3]], [])
+    assert start.hex() == "0c000000" "92" "01" "91" "93" "a5" "7374617274" "05" "03"
+    checkpointer.write(tmp_path, checkpointer.Checkpoint(42, {0: 1, 5: 8, 6: 0}))
+    written = (tmp_path / checkpointer.CHECKPOINT_FILE).read_bytes()
+    assert written == b"position 42\nlog 0 1\nlog 5 8\nlog 6 0\ncrc 2126837801\n"

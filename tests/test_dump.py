@@ -1,0 +1,142 @@
+"""`narad dump` on the folders of a data dir made by a real Store: the journal's
+commits with their changes, state and metadata ops decoded, and `--key`, through the
+real command line."""
+
+from __future__ import annotations
+
+import os
+import re
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from narad.config import Config
+from narad.log import format
+from narad.log import journal as journal_module
+from narad.store import Store
+
+# A record line as narad dump prints it, then what follows it on the line.
+RECORD = re.compile(r"^offset: (\d+) position: \d+ segment: \d{20}\.log .* crc-ok ?(.*)$")
+
+
+def open_store(folder: Path) -> Store:
+    store = Store(Config.load(None, [("dir", str(folder))]))
+    store.open()
+    return store
+
+
+def crash(store: Store) -> None:
+    """Drop the store as kill -9 would: no write, no fsync, no checkpoint."""
+    for log in [store.journal.log, *store.journal.logs.values()]:
+        for seg in log.segments:
+            seg.close()
+    os.close(store._lock_fd)
+    store._lock_fd = -1
+
+
+def narad_dump(*args: object) -> subprocess.CompletedProcess[str]:
+    return subprocess.run(
+        [sys.executable, "-m", "narad", "dump", *map(str, args)],
+        capture_output=True, text=True, timeout=60,
+    )
+
+
+def tails(stdout: str) -> list[str]:
+    """What each line holds after the record fields (indented lines whole)."""
+    found = []
+    for line in stdout.splitlines():
+        m = RECORD.match(line)
+        found.append(line if m is None else m.group(2))
+    return found
+
+
+def data_log_bytes(root: Path, uid: int) -> list[int]:
+    path = sorted((root / "streams" / str(uid) / "data").glob("*.log"))[0]
+    return [r.size for r in format.pure_scan(path.read_bytes(), 0, 0, 1 << 30)[0]]
+
+
+def test_dump_of_the_journal_names_each_commits_changes(tmp_path: Path) -> None:
+    store = open_store(tmp_path)
+    stream = store.create_stream(0, b"s")
+    stream.add(1, [b"n", b"1"])
+    stream.add(2, [b"n", b"2"])
+    store.journal.commit()
+    store.journal.move_start(stream.data, 1)
+    store.journal.commit()
+    store.close()
+    sizes = data_log_bytes(tmp_path, 1)
+    meta = sorted((tmp_path / "meta").glob("*.log"))[0].stat().st_size
+    run = narad_dump(tmp_path / "journal")
+    assert run.returncode == 0, run.stderr
+    assert tails(run.stdout) == [
+        f"position 1: rec meta 0..0 (1 record, {meta} bytes), "
+        f"rec streams/1/data 0..1 (2 records, {sum(sizes)} bytes)",
+        "position 2: start streams/1/data 1",
+    ]
+    run = narad_dump(tmp_path / "journal", "--payload", "--count", 1)
+    assert run.returncode == 0, run.stderr
+    assert tails(run.stdout)[1:] == [
+        "  meta offset: 0 op: ['create', 1, 0, 's']",
+        "  streams/1/data offset: 0 fields: b'n'=b'1'",
+        "  streams/1/data offset: 1 fields: b'n'=b'2'",
+    ]
+
+
+def test_dump_of_a_commit_split_over_records(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setattr(journal_module, "PART_BYTES", 1024)
+    store = open_store(tmp_path)
+    stream = store.create_stream(0, b"s")
+    store.journal.commit()
+    for sid in range(1, 21):
+        stream.add(sid, [b"pad", b"x" * 100])
+    store.journal.commit()
+    store.close()
+    shown = tails(narad_dump(tmp_path / "journal").stdout)
+    parts = shown[1:]
+    assert len(parts) > 2
+    assert all(p.startswith("part (continues): rec streams/1/data ") for p in parts[:-1])
+    assert parts[-1].startswith(f"position {len(shown)}: rec streams/1/data ")
+    counts = [int(n) for p in parts for n in re.findall(r"\((\d+) records?,", p)]
+    assert sum(counts) == 20
+
+
+def test_dump_payload_of_state_and_metadata_logs_decodes_their_ops(tmp_path: Path) -> None:
+    store = open_store(tmp_path)
+    stream = store.create_stream(0, b"s")
+    stream.add(1, [b"n", b"1"])
+    stream.log_op(["trim", 1])
+    store.close()
+    run = narad_dump(tmp_path / "streams" / "1" / "state", "--payload")
+    assert run.returncode == 0, run.stderr
+    assert tails(run.stdout) == ["op: ['trim', 1]"]
+    run = narad_dump(tmp_path / "meta", "--payload")
+    assert tails(run.stdout) == ["op: ['create', 1, 0, 's']"]
+    run = narad_dump(tmp_path / "streams" / "1" / "data", "--payload")
+    assert tails(run.stdout) == ["fields: b'n'=b'1'"]
+
+
+def test_dump_key_prints_the_streams_folder(tmp_path: Path) -> None:
+    store = open_store(tmp_path)
+    store.create_stream(0, b"a")
+    store.create_stream(3, b"b")
+    store.close()
+    store = open_store(tmp_path)
+    store.create_stream(0, b"late")  # after the checkpoint: only the journal holds it
+    store.journal.commit()
+    crash(store)
+    assert "late" not in narad_dump(tmp_path / "meta", "--payload").stdout
+    run = narad_dump(tmp_path, "--key", "a")
+    assert (run.returncode, run.stdout) == (0, f"{tmp_path / 'streams' / '1'}\n")
+    run = narad_dump(tmp_path, "--key", "b", "--db", 3)
+    assert (run.returncode, run.stdout) == (0, f"{tmp_path / 'streams' / '2'}\n")
+    run = narad_dump(tmp_path, "--key", "late")
+    assert (run.returncode, run.stdout) == (0, f"{tmp_path / 'streams' / '3'}\n")
+    run = narad_dump(tmp_path, "--key", "b")
+    assert run.returncode == 1 and run.stdout == ""
+    assert run.stderr == f"narad dump: no key b'b' in db 0 of {tmp_path}\n"
+    run = narad_dump(tmp_path / "streams", "--key", "a")
+    assert run.returncode == 2 and "is not a data dir" in run.stderr
