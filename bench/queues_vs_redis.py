@@ -2,7 +2,9 @@
 
     python bench/queues_vs_redis.py [--quick] [--pin] [--cpu] [--only NAME ...]
 
-- end-to-end (`e2e`): 8 producer and 8 consumer processes. Narad: Q.PUSH, then
+- end-to-end (`e2e`): 8 producer and 8 consumer processes; with `--queues N` the
+  messages are spread over N queues (N streams and groups for Redis), each consumer
+  serving its share of them in turn. Narad: Q.PUSH, then
   Q.POP COUNT 10 and one Q.ACK per batch. Redis 7.0: XADD, then XREADGROUP COUNT 10
   and one XACK per batch. Messages per second from the first push until the last
   ack, under `fsync always` vs `appendfsync always` and `everysec` vs `everysec`.
@@ -52,6 +54,13 @@ from tests.servers import NaradProcess, ServerProcess  # noqa: E402
 
 PAYLOAD = b"p" * 100
 QUEUE, GROUP = "bench", "g"
+# End to end over this many queues (--queues): message i goes to queue i % QUEUES,
+# and consumer j serves queues j, j + 8, ... in turn.
+QUEUES = 1
+
+
+def _queue_names() -> list[str]:
+    return [QUEUE] if QUEUES == 1 else [f"{QUEUE}:{i}" for i in range(QUEUES)]
 
 
 # -- end to end ------------------------------------------------------------------------
@@ -59,35 +68,46 @@ QUEUE, GROUP = "bench", "g"
 
 def _produce(port: int, is_narad: bool, count: int) -> None:
     client = redis.Redis(port=port)
-    for _ in range(count):
+    names = _queue_names()
+    for i in range(count):
+        queue = names[i % len(names)]
         if is_narad:
-            client.execute_command("Q.PUSH", QUEUE, PAYLOAD)
+            client.execute_command("Q.PUSH", queue, PAYLOAD)
         else:
-            client.execute_command("XADD", QUEUE, "*", "payload", PAYLOAD)
+            client.execute_command("XADD", queue, "*", "payload", PAYLOAD)
 
 
 def _consume(port: int, is_narad: bool, name: str, total: int, done: multiprocessing.Value) -> None:  # type: ignore[type-arg]
     client = redis.Redis(port=port, protocol=3 if is_narad else 2)
+    mine = _queue_names()[int(name[1:]) :: 8] or _queue_names()[:1]
+    block = 100 if len(mine) == 1 else None  # one queue: wait on it; several: go round
+    idle = 0
     while done.value < total:
+        queue = mine[idle % len(mine)] if len(mine) > 1 else mine[0]
         if is_narad:
-            messages = client.execute_command("Q.POP", QUEUE, "COUNT", 10, "BLOCK", 100)
+            more = ("BLOCK", block) if block else ()
+            messages = client.execute_command("Q.POP", queue, "COUNT", 10, *more)
             if messages:
-                client.execute_command("Q.ACK", QUEUE, *[m[b"receipt"] for m in messages])
+                client.execute_command("Q.ACK", queue, *[m[b"receipt"] for m in messages])
                 n = len(messages)
             else:
                 n = 0
         else:
+            more = ("BLOCK", block) if block else ()
             reply = client.execute_command(
-                "XREADGROUP", "GROUP", GROUP, name, "COUNT", 10, "BLOCK", 100,
-                "STREAMS", QUEUE, ">",
+                "XREADGROUP", "GROUP", GROUP, name, "COUNT", 10, *more, "STREAMS", queue, ">",
             )  # fmt: skip
             entries = reply[0][1] if reply else []
             if entries:
-                client.execute_command("XACK", QUEUE, GROUP, *[e[0] for e in entries])
+                client.execute_command("XACK", queue, GROUP, *[e[0] for e in entries])
             n = len(entries)
         if n:
             with done.get_lock():
                 done.value += n
+        else:
+            idle += 1
+            if len(mine) > 1 and idle % len(mine) == 0:
+                time.sleep(0.001)  # a round over every queue found nothing
 
 
 def end_to_end(server: ServerProcess, is_narad: bool, per_producer: int) -> tuple[float, ...]:
@@ -95,10 +115,11 @@ def end_to_end(server: ServerProcess, is_narad: bool, per_producer: int) -> tupl
     system) and of the client processes (user, system)."""
     assert server.proc is not None
     client = server.client()
-    if is_narad:
-        client.execute_command("Q.CREATE", QUEUE)
-    else:
-        client.xgroup_create(QUEUE, GROUP, "$", mkstream=True)
+    for queue in _queue_names():
+        if is_narad:
+            client.execute_command("Q.CREATE", queue)
+        else:
+            client.xgroup_create(queue, GROUP, "$", mkstream=True)
     total = 8 * per_producer
     done = multiprocessing.Value("q", 0)
     consumers = [
@@ -273,7 +294,10 @@ def main() -> None:
     parser.add_argument("--pin", action="store_true", help="servers and clients on separate CPUs")
     parser.add_argument("--cpu", action="store_true", help="end to end: CPU per message too")
     parser.add_argument("--only", nargs="*", default=None)
+    parser.add_argument("--queues", type=int, default=1, help="end to end over this many queues")
     args = parser.parse_args()
+    global QUEUES
+    QUEUES = args.queues
     if args.pin:
         pin()
     wanted = set(args.only or ["e2e", "latency", "produce", "inflight"])
@@ -283,7 +307,9 @@ def main() -> None:
     if "e2e" in wanted:
         for fsync in ("always", "everysec"):
             mine, theirs = run(f"{fsync}/{fsync}", end_to_end, per_producer)
-            row(f"end to end, 8+8 processes, fsync {fsync} (msg/s)", mine[0], theirs[0], ">= 1.0")
+            over = f", {QUEUES} queues" if QUEUES > 1 else ""
+            row(f"end to end, 8+8 processes{over}, fsync {fsync} (msg/s)", mine[0], theirs[0],
+                ">= 1.0")
             if args.cpu:
                 for i, part in enumerate(CPU_PARTS, start=1):
                     row(f"- {fsync}: {part} per message (us)", mine[i], theirs[i], "")

@@ -19,8 +19,9 @@ import tempfile
 import time
 from pathlib import Path
 
-from narad.log import FsyncPolicy, GroupCommit, Log, LogConfig
+from narad.log import FsyncPolicy, Log, LogConfig
 from narad.log.format import SPEEDUPS
+from narad.log.journal import KIND_DATA, Journal, log_key
 
 
 def rss_anon_bytes() -> int:
@@ -51,10 +52,11 @@ def fsyncs_per_second(folder: Path, seconds: float) -> float:
 
 def append_rate(folder: Path, policy: FsyncPolicy, appenders: int, size: int, seconds: float):
     """Records/s and records per fsync with `appenders` asyncio tasks, each appending
-    one record and waiting for its group commit, over and over."""
+    one record and waiting for its group commit (a journal commit), over and over."""
     shutil.rmtree(folder, ignore_errors=True)
-    log = Log.open(folder, LogConfig(fsync=policy))
-    committer = GroupCommit(policy)
+    log = Log.open(folder / "data", LogConfig(fsync=policy))
+    committer = Journal(folder, policy)
+    committer.register(log_key(1, KIND_DATA), log)
     payload = b"x" * size
     done = 0
 

@@ -133,6 +133,7 @@ class Store:
         self.meta = Log.open(self.root / "meta", self.log_config(STATE_SEGMENT_BYTES))
         journal.register(log_key(0, KIND_META), self.meta)
         replay.run(lambda key: self.meta if key == 0 else None, "metadata log")
+        replay.cut_torn_commit()
         replay.settle(0, self.meta)
         state = MetaState(self.schemas, len(self.dbs))
         state.replay(log_records(self.meta))
@@ -364,7 +365,10 @@ class Store:
         if not self._doomed or self.checkpointer.running:
             return
         if self.policy is not FsyncPolicy.ALWAYS:
-            self.journal.sync()
+            try:
+                self.journal.sync()
+            except LogFailed:  # not durable: the folders stay, for the next start
+                return
         doomed, self._doomed = self._doomed, []
         for stream in doomed:
             stream.close()
@@ -414,6 +418,7 @@ class Store:
         try:
             self.commit()
             self.checkpointer.run_now()
+            self.remove_doomed()  # those a running checkpoint held back
         except LogFailed as exc:
             logger.error("closing: %s; the next start recovers from the journal", exc)
         for stream in self.streams.values():

@@ -109,9 +109,12 @@ class Checkpointer:
         return self._thread is not None
 
     def due(self, bytes_max: int, seconds_max: float) -> bool:
-        """Whether commits since the last checkpoint make one due."""
+        """Whether commits since the last checkpoint make one due: enough journal or
+        time since it, or a start move waiting to delete segments."""
         if self._thread is not None or self.journal.position == self.last.position:
             return False
+        if self.journal.starts_waiting:
+            return True
         written = self.journal.stats.bytes - self._bytes_at
         return written >= bytes_max or time.monotonic() - self._time_at >= seconds_max
 
@@ -123,6 +126,7 @@ class Checkpointer:
         taken = Checkpoint(journal.position, ends)
         logs = list(journal.touched)
         journal.touched = {}
+        journal.starts_waiting = False
         starts = [(log, log.start_offset) for log in logs if log.start_offset > log.durable_start]
         self._bytes_at = journal.stats.bytes
         self._time_at = time.monotonic()

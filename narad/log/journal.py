@@ -15,7 +15,7 @@ buffer grows past `BEHIND_LOG_BYTES`, all logs together hold more than
 `BEHIND_BYTES_MAX`, or a checkpoint comes. Reads see every committed record either way
 (a stream writes its buffer before reading the file; narad/streams/stream.py).
 
-A checkpoint (narad/log/checkpoints.py) fsyncs every log the commits since the last
+A checkpoint (narad/log/checkpointer.py) fsyncs every log the commits since the last
 one touched and records the journal position up to which every log is durable, with
 each log's end there; journal segments wholly before it are deleted, and start moves
 become durable (start.checkpoint, then the segments below go). Recovery
@@ -126,10 +126,26 @@ def decode_commit(payload: bytes | memoryview) -> tuple[list[list[Any]], memoryv
     if header[0] != JOURNAL_VERSION:
         raise BadCommit(f"journal record version {header[0]!r}; this node reads {JOURNAL_VERSION}")
     body = view[end:]
-    size = sum(c[4] for c in header[1] if c and c[0] == "rec")
+    for change in header[1]:
+        if not _well_formed(change):
+            raise BadCommit(f"malformed change {change!r:.100}")
+    size = sum(c[4] for c in header[1] if c[0] == "rec")
     if size != len(body):
         raise BadCommit(f"the changes name {size} body bytes, the record holds {len(body)}")
     return header[1], body
+
+
+_CHANGE_SIZES = {"rec": 5, "start": 3}
+
+
+def _well_formed(change: object) -> bool:
+    """Whether `change` is a change this code knows, with non-negative int fields."""
+    return (
+        isinstance(change, list)
+        and bool(change)
+        and _CHANGE_SIZES.get(change[0]) == len(change)
+        and all(type(v) is int and v >= 0 for v in change[1:])
+    )
 
 
 def _split_records(piece: memoryview, most: int) -> Iterator[tuple[int, memoryview]]:
@@ -197,6 +213,9 @@ class Journal:
         self.behind_bytes = 0  # about what they hold (reset when all are written)
         self.touched: dict[Log, None] = {}  # logs a commit touched since the checkpoint
         self.carried: set[Log] = set()  # logs whose records the last commit carried
+        # A commit since the last checkpoint moved a start: retention or compaction
+        # waits for a checkpoint to delete segments, so one is due at once.
+        self.starts_waiting = False
         self.epoch = 0  # the leader epoch commits carry
         self._waiters: asyncio.Future[None] | None = None
         self._stop = threading.Event()
@@ -291,6 +310,8 @@ class Journal:
                     self._behind[log] = None
         for log in starts:
             self.touched[log] = None
+        if starts:
+            self.starts_waiting = True
         self.behind_bytes += nbytes
         if self.behind_bytes > BEHIND_BYTES_MAX:
             self.write_behind()
@@ -404,8 +425,9 @@ class Journal:
 
 def commits(log: Log, position: int) -> Iterator[tuple[int, list[list[Any]], memoryview]]:
     """(position after it, changes, body) of every whole commit of journal `log` from
-    `position` on; a commit whose last part is missing (a torn tail) is not yielded.
-    Raises BadCommit for a record that is not a commit."""
+    `position` on; a commit whose last part is missing (a torn tail) is not yielded,
+    and recovery cuts its parts off (narad/log/recovery.py). Raises BadCommit for a
+    record that is not a commit."""
     parts: list[tuple[list[list[Any]], memoryview]] = []
     offset = position
     while batch := log.read(offset, count_max=64):

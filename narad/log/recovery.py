@@ -62,6 +62,7 @@ class Replay:
         self.ends: dict[int, int] = {}  # log key -> its end as the journal says
         self.records = 0  # records the logs took
         self.commits = 0
+        self.end = at.position  # where the last whole commit ends
         start = journal.log.start_offset
         if at.position < start or at.position > journal.position:
             raise LogCorrupted(
@@ -81,6 +82,7 @@ class Replay:
             for change in changes:
                 at = self._apply(change, body, at, wanted)
             commits_seen += 1
+            self.end = position
             now = time.monotonic()
             if now - reported >= PROGRESS_S:
                 reported = now
@@ -114,6 +116,17 @@ class Replay:
                 log.apply_retention(start_only=True)
             return at
         raise BadCommit(f"unknown journal change {kind!r}")
+
+    def cut_torn_commit(self) -> None:
+        """Drop the parts of a commit whose last part never made it (a crash in the
+        middle of a split commit): the next commit must not follow them."""
+        journal = self.journal.log
+        if journal.next_offset > self.end:
+            logger.warning(
+                "%s: dropped %d parts of a commit that never finished",
+                self.journal.path, journal.next_offset - self.end,
+            )
+            journal.truncate(self.end)
 
     def settle(self, key: int, log: Log) -> None:
         """Cut `log` back to where the journal says it ends, or refuse when it holds

@@ -164,6 +164,15 @@ def test_a_commit_larger_than_a_part_is_split_and_stays_whole(
         f.truncate(position + size // 2)
     store = open_store(copy)
     assert all(entries(store, b"s%d" % i) == [] for i in range(4))
+    # The whole parts before the cut are gone too: a later commit never joins them.
+    assert store.journal.position == records[1][0]  # where the big commit began
+    stream = store.get(0, b"s0")
+    assert stream is not None
+    stream.add(1, [b"after", b"cut"])
+    store.journal.commit()
+    crash(store)
+    store = open_store(copy)
+    assert entries(store, b"s0") == [1]
     store.close()
     store = open_store(origin)
     assert all(entries(store, b"s%d" % i) == list(range(1, 60)) for i in range(4))
