@@ -4,23 +4,23 @@ The hot path sits directly on the event loop's transport/protocol API (one Clien
 connection); `Server.serve` runs on asyncio's runner with uvloop's loop where present
 (narad/serve.py), and anyio's APIs work inside it for work that wants task groups.
 
-The commit barrier, the rule that makes replies honest about durability:
-every command parsed in an event-loop iteration runs at once and encodes its reply
-into its client's output buffer; at the end of the iteration `_flush` serves blocked
-clients whose keys changed, then commits everything written in the iteration as one
-record of the node's journal (one write and, under `fsync always`, one fsync, however
-many logs it touched: narad/log/journal.py), and only then
-hands every output buffer to its transport. So no reply, to any client, leaves before
-the data it reports or depends on is committed (docs/durability.md).
+The commit barrier (narad/barrier.py) makes replies honest about durability: every
+command parsed in an event-loop iteration runs at once and encodes its reply into its
+client's output buffer; at the end of the iteration the barrier serves blocked
+clients whose keys changed (`before_commit`), commits everything written in the
+iteration as one record of the node's journal (one write and, under `fsync always`,
+one fsync, however many logs it touched: narad/log/journal.py), and only then hands
+the output buffers to their transports. So no reply, to any client, leaves before the
+data it reports or depends on is committed (docs/durability.md).
 
 Deferred writes: the entry of a plain `XADD key * field value ...` or `Q.PUSH queue
-payload` may be held back (`deferred`) and added together with the like entries of
-other clients, one call to the log per stream (narad/commands/deferred.py).
-The rule that keeps this invisible: `settle()` applies them before anything else runs
-that could see or change their stream: every other command, the end of the
-iteration (`_flush`), the once-a-second upkeep and the queues' timers. So every
-command still sees the effects of all commands that arrived before it, and each
-client's replies stay in order.
+payload` may be held back (`barrier.deferred`) and added together with the like
+entries of other clients, one call to the log per stream (narad/commands/deferred.py).
+The rule that keeps this invisible: `barrier.settle()` applies them before anything
+else runs that could see or change their stream: every other command, the end of the
+iteration, the once-a-second upkeep and the queues' timers. So every command still
+sees the effects of all commands that arrived before it, and each client's replies
+stay in order.
 """
 
 from __future__ import annotations
@@ -37,9 +37,10 @@ import time
 from collections import Counter, deque
 from collections.abc import Callable, Hashable
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 from narad import errors, metrics
+from narad.barrier import CommitBarrier
 from narad.commands.table import LOOKUP, RUN_REPLY_BYTES_MAX, Block, Command, all_commands
 from narad.config import BadValue, Config, OutputBufferLimits
 from narad.errors import CommandError
@@ -55,9 +56,6 @@ from narad.resp import (
 )
 from narad.resp.encoder import encode_ids_into
 from narad.store import Store
-
-if TYPE_CHECKING:
-    from narad.commands.deferred import DeferredAdds
 
 logger = logging.getLogger("narad.server")
 
@@ -130,9 +128,7 @@ class Server:
         self.waiters: dict[tuple[int, bytes], deque[Client]] = {}
         self.watchers: dict[tuple[int, bytes], set[Client]] = {}
         self.signaled: dict[tuple[int, bytes], None] = {}  # in the order signaled
-        self._writers: dict[Client, None] = {}
-        self._flush_scheduled = False
-        self.deferred: DeferredAdds | None = None  # entries held back until `settle`
+        self.barrier = CommitBarrier(self.store, self)
         self._next_client_id = 1
         self._cross_protocol_logged_s = -CROSS_PROTOCOL_LOG_INTERVAL_S
         self._cross_protocol_unlogged = 0  # attacks since the last log line
@@ -206,23 +202,12 @@ class Server:
             client.parser.max_bulk_len = bulk
             client.parser.max_query_buffer = query
 
-    # -- the commit barrier -------------------------------------------------------------
+    # -- around each commit (narad/barrier.py's hooks) ---------------------------------
 
-    def schedule_flush(self) -> None:
-        if not self._flush_scheduled:
-            self._flush_scheduled = True
-            assert self.loop is not None
-            self.loop.call_soon(self._flush)
-
-    def _flush(self) -> None:
-        """The end of an event-loop iteration: serve blocked clients, write every log
-        touched, and release the replies once what they depend on is committed."""
-        self._flush_scheduled = False
-        if self.deferred is not None:
-            self.settle()
+    def before_commit(self) -> None:
+        # The commit after this must run whatever happens while serving: replies of
+        # every client wait on it.
         queues = self.queues
-        # The commit below must run whatever happens while serving: replies of every
-        # client wait on it.
         if queues.to_serve or queues.subscribed:
             try:
                 queues.serve()
@@ -232,61 +217,26 @@ class Server:
             self.serve_signaled()
         except Exception as exc:
             self.unexpected(exc, "blocked clients", "serving")
-        if self.deferred is not None:  # taken by the clients just served
-            self.settle()
-        # Every entry taken before this point is added and its client registered:
-        # this commit carries it and the swap below sends its reply.
+
+    def after_commit(self, committed: bool) -> None:
         store = self.store
-        journal = store.journal
-        writers, self._writers = self._writers, {}
-        try:
-            # Under `fsync always` the fsync runs right here, on the loop, as Redis
-            # does before it sleeps: requests that arrive meanwhile wait in the
-            # sockets and make the next batch larger. (An fsync thread let the loop
-            # go on, but its hand-offs and wake-ups cost more CPU per message than
-            # they saved: bench/README.md.)
-            committed = journal.commit()
-        except LogFailed as exc:
-            self._drop_replies(list(writers), str(exc))
-            return
-        if committed:
-            store.last_commit_s = int(time.time())
-        for client in writers:
-            client.send()
         store.remove_doomed()
         if store.checkpoint_due():
-            assert self.loop is not None
-            store.checkpointer.begin(self.loop)
-        if committed and self.queues.subscribed and self.queues.copies_due(journal.carried):
-            self.schedule_flush()  # what became committed in a source may now be copied
+            store.checkpointer.begin(asyncio.get_running_loop())
+        if committed and self.queues.subscribed and self.queues.copies_due(store.journal.carried):
+            self.barrier.schedule()  # what became committed in a source may now be copied
 
-    def _drop_replies(self, clients: list[Client], why: str) -> None:
-        """A commit failed: the replies waiting on it must not claim success, so
-        their connections are closed without them. The journal now refuses every
-        commit, and a reply that reads what the failed commit took would claim it
-        too, so the server stops (exit status 1); the next start recovers every
-        commit that finished."""
+    def commit_failed(self, why: str, clients_closed: int) -> None:
+        """The journal refuses every commit from now on, and a reply that reads what
+        the failed commit took would claim it too, so the server stops (exit status
+        1); the next start recovers every commit that finished."""
         if self.exit_status == 0:
             logger.critical(
                 "event=commit_failed clients_closed=%d reason=%r; stopping: the next start "
-                "recovers every finished commit", len(clients), why,
+                "recovers every finished commit", clients_closed, why,
             )
             self.exit_status = 1
             self.request_shutdown()
-        for client in clients:
-            client.out.clear()
-            client.close()
-
-    def settle(self) -> None:
-        """Add the entries held back in `deferred` (see the module doc)."""
-        deferred, self.deferred = self.deferred, None
-        if deferred is not None:
-            deferred.apply()
-
-    def wants_send(self, client: Client) -> None:
-        self._writers[client] = None
-        if not self._flush_scheduled:
-            self.schedule_flush()
 
     # -- executing commands ---------------------------------------------------------------
 
@@ -303,15 +253,16 @@ class Server:
         ):
             if cmd.run is not None and self._run(client, cmd, argv):
                 return
-            if self.deferred is not None:
-                self.settle()
+            barrier = self.barrier
+            if barrier.deferred is not None:
+                barrier.settle()
             try:
                 self.call(client, cmd, argv)
             except CommandError as exc:
                 client.reply_error(exc)
             return
-        if self.deferred is not None:
-            self.settle()
+        if self.barrier.deferred is not None:
+            self.barrier.settle()
         self._execute_checked(client, argv, cmd)
 
     def _run(self, client: Client, cmd: Command, argv: list[bytes]) -> bool:
@@ -353,7 +304,7 @@ class Server:
         if each >= self.slowlog_threshold_us >= 0:
             for one in run:
                 self._slowlog_add(client, one, each)
-        self.wants_send(client)
+        self.barrier.wants_send(client)
         return True
 
     def _execute_checked(self, client: Client, argv: list[bytes], cmd: Command | None) -> None:
@@ -535,7 +486,7 @@ class Server:
         """Something changed at `key`: blocked clients there get another look."""
         if (db, key) in self.waiters:
             self.signaled[(db, key)] = None
-            self.schedule_flush()
+            self.barrier.schedule()
 
     def serve_signaled(self) -> None:
         """Blocked clients get another look, as Redis 7.0 serves them: key by key in
@@ -575,7 +526,7 @@ class Server:
         assert self.loop is not None
         self._cron_handle = self.loop.call_later(CRON_INTERVAL_S, self._cron)
         try:
-            self.settle()
+            self.barrier.settle()
             try:
                 self.store.maintain()
             except LogFailed as exc:
@@ -583,7 +534,7 @@ class Server:
             self.queues.tick()
         except Exception as exc:  # the commit below still runs, and so does the next upkeep
             self.unexpected(exc, "upkeep")
-        self.schedule_flush()  # trim ops written by retention are committed as usual
+        self.barrier.schedule()  # trim ops written by retention are committed as usual
         idle_max = int(self.config["timeout"])  # type: ignore[call-overload]
         if idle_max:
             now = time.time()
@@ -671,7 +622,7 @@ class Server:
             for sig, handler in previous.items():
                 signal.signal(sig, handler)
             self.listeners.close()
-            self._flush()
+            self.barrier.end_of_iteration()
             for client in list(self.clients.values()):
                 client.close()
             self.store.close()
@@ -873,7 +824,7 @@ class Client(asyncio.Protocol):
         self.unwatch_all()
         server = self.server
         server.clients.pop(self.id, None)
-        server._writers.pop(self, None)
+        server.barrier.forget(self)
         if self in server.monitors:
             server.monitors.remove(self)
         if self.push_handler is not None:
@@ -887,7 +838,7 @@ class Client(asyncio.Protocol):
             return
         out = self.out
         if not out:
-            self.server.wants_send(self)
+            self.server.barrier.wants_send(self)
         if value.__class__ is bytes:  # the most common reply: a bulk string
             out += b"$%d\r\n%b\r\n" % (len(value), value)
         elif value is QUEUED:
@@ -909,7 +860,7 @@ class Client(asyncio.Protocol):
     def reply_ids(self, ms: int, seq: int, count: int) -> None:
         """The replies of `count` held-back commands that each added one entry: their
         consecutive stream IDs from (ms, seq). The client was registered for sending
-        when the commands were taken (`Server._run`), and `_flush` settles before it
+        when the commands were taken (`Server._run`), and the barrier settles before it
         sends, so that registration still stands."""
         out = self.out
         encode_ids_into(out, ms, seq, count)
@@ -935,7 +886,7 @@ class Client(asyncio.Protocol):
     def push(self, value: Any) -> None:
         """Out-of-band data (push frames, MONITOR lines): never suppressed."""
         if not self.out:
-            self.server.wants_send(self)
+            self.server.barrier.wants_send(self)
         out = self.out
         mark = len(out)
         try:
@@ -945,9 +896,14 @@ class Client(asyncio.Protocol):
             self.server.unexpected(exc, self.last_command, "encoding a push frame of")
 
     def send(self) -> None:
-        """Hand the output buffer to the socket (after the commit barrier)."""
+        """Hand the output buffer to the socket (for the commit barrier)."""
         data, self.out = self.out, bytearray()
         self.write(data)
+
+    def take_out(self) -> bytearray:
+        """The output buffer, emptied: the commit barrier holds it until it may go."""
+        data, self.out = self.out, bytearray()
+        return data
 
     def write(self, data: bytes | bytearray) -> None:
         transport = self.transport
@@ -968,7 +924,7 @@ class Client(asyncio.Protocol):
 
     def close_after_reply(self) -> None:
         self.closing = True
-        self.server.wants_send(self)
+        self.server.barrier.wants_send(self)
 
     def close(self) -> None:
         self.closing = True

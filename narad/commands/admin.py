@@ -50,7 +50,7 @@ def lastsave(client: Client, args: list[bytes]) -> Any:
 @command("save", 1, "admin noscript no_async_loading no_multi", group="server")
 def save(client: Client, args: list[bytes]) -> Any:
     """Synchronously saves the database(s) to disk (Narad: commits and fsyncs now)."""
-    client.server.store.commit()
+    client.server.barrier.commit_now()
     return OK
 
 

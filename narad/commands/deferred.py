@@ -54,9 +54,9 @@ def defer_entries(client: Client, cmd: Command, stream: Stream, argvs: list[list
     caller has counted the commands and registered the client for sending
     (`Server._run`)."""
     server = client.server
-    deferred = server.deferred
+    deferred = server.barrier.deferred
     if deferred is None:
-        deferred = server.deferred = DeferredAdds(server)
+        deferred = server.barrier.deferred = DeferredAdds(server)
     run = deferred.runs.get(stream)
     if run is None:
         deferred.runs[stream] = list(argvs)

@@ -472,7 +472,7 @@ def q_subscribe(client: Client, args: list[bytes]) -> Any:
         )
     queue.stream.log_op(["q.sub", source.uid, position, queue.stream.data.next_offset])
     service.subscribing.add(queue)
-    client.server.schedule_flush()
+    client.server.barrier.schedule()
     return OK
 
 

@@ -28,7 +28,7 @@ Handler = Callable[["Client", list[bytes]], Any]
 # one go: run(client, argv, queued) runs them, writes their replies to client.out
 # and returns the argvs it ran (argv first), or returns None with nothing done (the
 # general path then runs argv). It may instead hold the writes back in
-# `server.deferred` (narad/server.py, "Deferred writes"), whose `apply` then makes
+# `server.barrier.deferred` (narad/barrier.py), whose `apply` then makes
 # them and writes the replies; a run handler that finds other writes held back there
 # settles them first unless it joins them. Its reply to one command is at most
 # RUN_REPLY_BYTES_MAX bytes (the caller bounds the output buffer with it).

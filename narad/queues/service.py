@@ -153,7 +153,7 @@ class QueueService:
             self.stop_consuming(consumer, release=False)
         self.to_serve.discard(queue)
         self.subscribing.discard(queue)
-        self.server.schedule_flush()
+        self.server.barrier.schedule()
 
     @property
     def subscribed(self) -> bool:
@@ -259,7 +259,7 @@ class QueueService:
             if consumer is not None:
                 consumer.held.discard(offset)
                 self.to_serve.add(queue)
-                self.server.schedule_flush()
+                self.server.barrier.schedule()
 
     # -- time ---------------------------------------------------------------------------
 
@@ -279,7 +279,7 @@ class QueueService:
     def tick(self) -> None:
         """Deadlines and delays due now take effect in every queue."""
         self._timer = None
-        self.server.settle()
+        self.server.barrier.settle()
         now = self.clock.now_ms()
         earliest = None
         for queue in list(self.queues()):
@@ -290,7 +290,7 @@ class QueueService:
                 earliest = due
         if earliest is not None:
             self.arm(earliest)
-        self.server.schedule_flush()
+        self.server.barrier.schedule()
 
     def _expire(self, queue: Queue, now: int) -> None:
         due = queue.next_due()
@@ -310,7 +310,7 @@ class QueueService:
         self.server.signal_key(stream.db, stream.key)
         if queue.consumers:
             self.to_serve.add(queue)
-            self.server.schedule_flush()
+            self.server.barrier.schedule()
 
     def written(self, stream: Stream) -> None:
         """An entry was appended to `stream` (XADD, Q.PUSH, a copy)."""
@@ -527,7 +527,7 @@ class QueueService:
                     stream.log_op(["q.subpos", sub.source, copied, stream.data.next_offset])
                     more = more or copied < end
         if more:
-            self.server.schedule_flush()
+            self.server.barrier.schedule()
 
     def _refused_copies(
         self, queue: Queue, source: Stream, refused: list[tuple[list[bytes], PayloadError]]
@@ -608,7 +608,7 @@ class QueueService:
         queue.consumers.append(consumer)
         self.consuming += 1
         self.to_serve.add(queue)
-        self.server.schedule_flush()
+        self.server.barrier.schedule()
         return consumer
 
     def stop_consuming(self, consumer: PushConsumer, release: bool = True) -> None:
@@ -630,7 +630,7 @@ class QueueService:
             if value is not None and unpack(value).state == IN_FLIGHT:
                 live.append(offset)
         self._release(queue, live)
-        self.server.schedule_flush()
+        self.server.barrier.schedule()
 
     def serve(self) -> None:
         """Push frames to consumers with room in their prefetch window. A consumer is
@@ -666,7 +666,7 @@ class QueueService:
                     progress = True
         if again:
             self.to_serve |= again
-            self.server.schedule_flush()
+            self.server.barrier.schedule()
 
     def _push(self, consumer: PushConsumer, delivered: list[Delivered]) -> None:
         queue = consumer.queue

@@ -1,4 +1,5 @@
-"""A commit that fails (docs/durability.md): the clients whose replies waited on it
+"""The commit barrier (narad/barrier.py) with a real server, loop and sockets. A
+commit that fails (docs/durability.md): the clients whose replies waited on it
 are disconnected without them, and the server stops with exit status 1 rather than
 answer anything more; the next start holds every commit that finished, and nothing
 of the one that failed.
@@ -45,3 +46,37 @@ def test_a_failed_commit_disconnects_its_clients_and_stops_the_server(tmp_path: 
     stream = store.get(0, b"s")
     assert stream is not None and stream.length == 1  # only the committed entry
     store.close()
+
+
+async def _held_until_released(folder: Path) -> tuple[bytes, bytes, bytes, bytes]:
+    """A commit that waits on more than its own return (as replica acks will): its
+    writer's reply, and a later read's that may have seen it, wait for `release`
+    while the loop goes on running commands."""
+    server = open_server(folder)
+    writer, reader = await connect(server), await connect(server)
+    barrier = server.barrier
+    barrier.released_at_commit = lambda position: False
+    await server.loop.sock_sendall(writer, XADD)
+    await asyncio.sleep(0.05)  # the commit is done: the loop runs on
+    await server.loop.sock_sendall(reader, b"XLEN s\r\n")
+    await asyncio.sleep(0.05)
+    early = await _available(writer), await _available(reader)
+    barrier.release(server.store.journal.position)
+    added, length = await reply(writer), await reply(reader)
+    for sock in (writer, reader):
+        sock.close()
+    server.store.close()
+    return *early, added, length
+
+
+async def _available(sock) -> bytes:  # type: ignore[no-untyped-def]
+    try:
+        return sock.recv(1024)
+    except BlockingIOError:
+        return b""
+
+
+def test_replies_wait_for_the_release_of_the_position_they_depend_on(tmp_path: Path) -> None:
+    early_write, early_read, added, length = asyncio.run(_held_until_released(tmp_path))
+    assert early_write == early_read == b""  # nothing left before the release
+    assert added.endswith(b"-0\r\n") and length == b":1\r\n"
