@@ -31,9 +31,10 @@ Then, for each cut:
   was answered is there with its fields; every answered XACK and Q.ACK holds (the
   entry is not pending, the message never visible again); an entry delivered by
   XREADGROUP and not acked is pending for its consumer, and a message delivered by
-  Q.POP and not acked is still in flight; no pending entry lacks its entry (nothing
-  is trimmed here); Q.STATS agrees with XRANGE; each subscriber holds each source
-  message exactly once, in the source's order;
+  Q.POP and not acked is still in flight under its receipt (a Q.ACK with it counts
+  it); no pending entry lacks its entry (nothing is trimmed here); Q.STATS agrees
+  with XRANGE; each subscriber holds each source message exactly once, in the
+  source's order;
 - once that server has stopped cleanly, `narad check` finds the data dir clean.
 """
 
@@ -122,8 +123,8 @@ class Events:
     """Every reply the clients received, in order, across runs. Each event is a
     tuple (kind, key, ID, detail): "add" (detail: the field n), "deliver" (detail:
     the consumer), "ack-sent" and "acked" for streams; "push" (detail: the payload),
-    "pop", "q-ack-sent" and "q-acked" for queues. The "-sent" events are noted before
-    their command is sent, the others after its reply came."""
+    "pop" (detail: the receipt), "q-ack-sent" and "q-acked" for queues. The "-sent"
+    events are noted before their command is sent, the others after its reply came."""
 
     items: list[tuple[str, bytes, bytes, Any]] = field(default_factory=list)
     lock: threading.Lock = field(default_factory=threading.Lock)
@@ -149,7 +150,7 @@ class Promises:
     ack_sent: set[tuple[bytes, bytes]] = field(default_factory=set)
     acked: set[tuple[bytes, bytes]] = field(default_factory=set)
     pushed: dict[bytes, dict[bytes, bytes]] = field(default_factory=dict)  # queue -> ID -> payload
-    popped: set[tuple[bytes, bytes]] = field(default_factory=set)
+    popped: dict[tuple[bytes, bytes], bytes] = field(default_factory=dict)  # -> receipt
     q_ack_sent: set[tuple[bytes, bytes]] = field(default_factory=set)
     q_acked: set[tuple[bytes, bytes]] = field(default_factory=set)
 
@@ -172,7 +173,7 @@ class Promises:
             elif kind == "push":
                 made.pushed.setdefault(key, {})[sid] = detail
             elif kind == "pop":
-                made.popped.add((key, sid))
+                made.popped[key, sid] = detail
             else:
                 assert kind == "q-acked", kind
                 made.q_acked.add((key, sid))
@@ -236,7 +237,7 @@ def queue_worker(events: Events, first: int, port: int, stop: threading.Event) -
             events.note(("push", queue, sid, payload))
             queue = rng.choice(QUEUES)
             messages = _command(client, "Q.POP", queue, "COUNT", 4) or []
-            events.note(*(("pop", queue, m[b"id"], None) for m in messages))
+            events.note(*(("pop", queue, m[b"id"], m[b"receipt"]) for m in messages))
             to_ack = [m for m in messages if rng.random() < 0.7]
             if to_ack:
                 events.note(*(("q-ack-sent", queue, m[b"id"], None) for m in to_ack))
@@ -469,7 +470,7 @@ def check_queues(r3: redis.Redis, cut: Cut, promised: Promises) -> None:
             assert (stats[b"first_id"], stats[b"last_id"]) == (ids[0], ids[-1]), (cut, stats)
         acked = {sid for at, sid in promised.q_acked if at == queue}
         in_flight = {
-            sid for at, sid in promised.popped
+            sid: receipt for (at, sid), receipt in promised.popped.items()
             if at == queue and (at, sid) not in promised.q_ack_sent
         }
         tracked = stats[b"visible"] + stats[b"in_flight"] + stats[b"delayed"]
@@ -484,7 +485,10 @@ def check_queues(r3: redis.Redis, cut: Cut, promised: Promises) -> None:
                 break
             visible.update(m[b"id"] for m in batch)
         assert not visible & acked, f"{cut}: answered Q.ACK came back in {queue!r}"
-        assert not visible & in_flight, f"{cut}: a delivered message of {queue!r} is visible"
+        assert not visible & set(in_flight), f"{cut}: a delivered message of {queue!r} is visible"
+        if in_flight:  # still in flight under the receipts their deliveries gave
+            acked_now = _command(r3, "Q.ACK", queue, *in_flight.values())
+            assert acked_now == len(in_flight), f"{cut}: {queue!r} receipts lost: {acked_now}"
         wait_until(partial(_copied, r3, queue, len(ids)), timeout=20)
         copies = [fields[b"source_id"] for fields in _entries(r3, fan(queue)).values()]
         assert copies == ids, f"{cut}: subscriber of {queue!r} differs from its source"
