@@ -4,7 +4,7 @@ tests/faultfs.py.
 A real Server runs in this process, its event loop on the test's own thread (where
 Server.serve may install its signal handlers), listening on a loopback port, over a
 data dir that a FaultFS stands in front of. Threads drive it with redis-py across 30
-streams (XADD, XREADGROUP, XACK) and 5 queues (Q.PUSH, Q.POP, Q.ACK), each queue copied
+streams (XADD, XREADGROUP, XACK, XTRIM) and 5 queues (Q.PUSH, Q.POP, Q.ACK), each queue copied
 by a fan-out subscriber (Q.SUBSCRIBE), and note each reply in one ordered list of
 events. At call numbers drawn in advance the FaultFS hook takes a cut: a tree the
 machine could hold had it lost power right after that call, and with it the number of
@@ -32,9 +32,9 @@ Then, for each cut:
   entry is not pending, the message never visible again); an entry delivered by
   XREADGROUP and not acked is pending for its consumer, and a message delivered by
   Q.POP and not acked is still in flight under its receipt (a Q.ACK with it counts
-  it); no pending entry lacks its entry (nothing is trimmed here); Q.STATS agrees
-  with XRANGE; each subscriber holds each source message exactly once, in the
-  source's order;
+  it); an answered XTRIM MINID holds, and no pending entry lacks its entry unless an
+  XTRIM sent before the cut may have removed it; Q.STATS agrees with XRANGE; each
+  subscriber holds each source message exactly once, in the source's order;
 - once that server has stopped cleanly, `narad check` finds the data dir clean.
 """
 
@@ -80,6 +80,7 @@ class Plan:
 
 PLANS = {"always": Plan(3, 6, 3000), "everysec": Plan(2, 5, 12000)}
 STREAMS = [b"s%d" % i for i in range(30)]
+TRIMMED = STREAMS[:10]  # the streams XTRIM MINID cuts from the front now and then
 QUEUES = [b"q%d" % i for i in range(5)]
 GROUP = "g"
 VISIBILITY_MS = 600_000  # no delivery expires while a test runs
@@ -115,6 +116,11 @@ def _entries(client: redis.Redis, key: bytes) -> dict[bytes, dict[bytes, bytes]]
     return dict(found)
 
 
+def _id(sid: bytes) -> tuple[int, int]:
+    ms, seq = sid.split(b"-")
+    return int(ms), int(seq)
+
+
 # -- what the replies said ---------------------------------------------------------------
 
 
@@ -122,9 +128,10 @@ def _entries(client: redis.Redis, key: bytes) -> dict[bytes, dict[bytes, bytes]]
 class Events:
     """Every reply the clients received, in order, across runs. Each event is a
     tuple (kind, key, ID, detail): "add" (detail: the field n), "deliver" (detail:
-    the consumer), "ack-sent" and "acked" for streams; "push" (detail: the payload),
-    "pop" (detail: the receipt), "q-ack-sent" and "q-acked" for queues. The "-sent"
-    events are noted before their command is sent, the others after its reply came."""
+    the consumer), "ack-sent" and "acked", "trim-sent" and "trimmed" (ID: the MINID)
+    for streams; "push" (detail: the payload), "pop" (detail: the receipt),
+    "q-ack-sent" and "q-acked" for queues. The "-sent" events are noted before their
+    command is sent, the others after its reply came."""
 
     items: list[tuple[str, bytes, bytes, Any]] = field(default_factory=list)
     lock: threading.Lock = field(default_factory=threading.Lock)
@@ -148,6 +155,9 @@ class Promises:
     added: dict[bytes, dict[bytes, bytes]] = field(default_factory=dict)  # stream -> ID -> n
     delivered: dict[tuple[bytes, bytes], bytes] = field(default_factory=dict)  # -> consumer
     ack_sent: set[tuple[bytes, bytes]] = field(default_factory=set)
+    # stream -> the highest MINID of an XTRIM sent / answered
+    trim_sent: dict[bytes, tuple[int, int]] = field(default_factory=dict)
+    trimmed: dict[bytes, tuple[int, int]] = field(default_factory=dict)
     acked: set[tuple[bytes, bytes]] = field(default_factory=set)
     pushed: dict[bytes, dict[bytes, bytes]] = field(default_factory=dict)  # queue -> ID -> payload
     popped: dict[tuple[bytes, bytes], bytes] = field(default_factory=dict)  # -> receipt
@@ -160,6 +170,8 @@ class Promises:
         for at, (kind, key, sid, detail) in enumerate(events[: cut.answered]):
             if kind == "ack-sent":
                 made.ack_sent.add((key, sid))
+            elif kind == "trim-sent":
+                made.trim_sent[key] = max(made.trim_sent.get(key, (0, 0)), _id(sid))
             elif kind == "q-ack-sent":
                 made.q_ack_sent.add((key, sid))
             elif at >= cut.durable:
@@ -170,6 +182,8 @@ class Promises:
                 made.delivered[key, sid] = detail
             elif kind == "acked":
                 made.acked.add((key, sid))
+            elif kind == "trimmed":
+                made.trimmed[key] = max(made.trimmed.get(key, (0, 0)), _id(sid))
             elif kind == "push":
                 made.pushed.setdefault(key, {})[sid] = detail
             elif kind == "pop":
@@ -243,6 +257,24 @@ def queue_worker(events: Events, first: int, port: int, stop: threading.Event) -
                 events.note(*(("q-ack-sent", queue, m[b"id"], None) for m in to_ack))
                 _command(client, "Q.ACK", queue, *[m[b"receipt"] for m in to_ack])
                 events.note(*(("q-acked", queue, m[b"id"], None) for m in to_ack))
+    except (redis.ConnectionError, redis.TimeoutError):
+        return
+
+
+def trimmer(events: Events, seed: int, port: int, stop: threading.Event) -> None:
+    """Now and then XTRIM MINID = a stream's tenth ID or so (exact, not ~)."""
+    client = _client(port)
+    rng = random.Random(seed)
+    try:
+        while not stop.wait(0.05):
+            key = rng.choice(TRIMMED)
+            head: Any = client.xrange(key, count=rng.randint(2, 20))
+            if not head:
+                continue
+            minid = head[-1][0]
+            events.note(("trim-sent", key, minid, None))
+            client.xtrim(key, minid=minid, approximate=False)
+            events.note(("trimmed", key, minid, None))
     except (redis.ConnectionError, redis.TimeoutError):
         return
 
@@ -425,20 +457,25 @@ def check_as_cut(cut: Cut, done: subprocess.CompletedProcess[str]) -> set[str]:
 def check_streams(r: redis.Redis, cut: Cut, promised: Promises) -> None:
     for key in STREAMS:
         stored = _entries(r, key)
+        # Entries below an XTRIM sent before the cut may be gone; below an answered
+        # one, they must be.
+        may_trim, trimmed = promised.trim_sent.get(key, (0, 0)), promised.trimmed.get(key)
+        if trimmed is not None and stored:
+            assert _id(next(iter(stored))) >= trimmed, f"{cut}: {key!r} trimmed entries are back"
         for sid, n in promised.added.get(key, {}).items():
+            if sid not in stored and _id(sid) < may_trim:
+                continue
             assert stored.get(sid, {}).get(b"n") == n, f"{cut}: answered XADD {key!r} {sid!r} lost"
-        pending = {
-            p["message_id"]: p["consumer"]
-            for p in r.xpending_range(key, GROUP, "-", "+", count=10**6)
-        }
-        gone = set(pending) - set(stored)
+        found: Any = r.xpending_range(key, GROUP, "-", "+", count=10**6)
+        pending: dict[bytes, bytes] = {p["message_id"]: p["consumer"] for p in found}
+        gone = {sid for sid in set(pending) - set(stored) if _id(sid) >= may_trim}
         assert not gone, f"{cut}: {key!r} has pending entries with no entry: {sorted(gone)}"
         [group] = r.xinfo_groups(key)
-        last = tuple(map(int, group["last-delivered-id"].split(b"-")))
+        last = _id(group["last-delivered-id"])
         for (at, sid), name in promised.delivered.items():
             if at != key:
                 continue
-            assert tuple(map(int, sid.split(b"-"))) <= last, (
+            assert _id(sid) <= last, (
                 f"{cut}: {key!r} {sid!r} was delivered but the group's last-delivered-id "
                 f"is {group['last-delivered-id']!r}"
             )
@@ -533,6 +570,7 @@ def _workers(events: Events, run: int) -> list[Callable[[int, threading.Event], 
         *(partial(producer, events, base + i * 10**7) for i in range(2)),
         *(partial(consumer, events, f"c{i}") for i in range(2)),
         *(partial(queue_worker, events, base + (5 + i) * 10**7) for i in range(2)),
+        partial(trimmer, events, base),
     ]
 
 
@@ -565,7 +603,7 @@ def test_power_cuts_under_traffic_keep_every_promise(tmp_path: Path, policy: str
     everything = list(events.items)
     assert len(cuts) >= plan.runs * plan.cuts_per_run * 3 // 4, [str(c) for c in cuts]
     kinds = {kind for kind, *_ in everything}
-    assert {"add", "deliver", "acked", "push", "pop", "q-acked"} <= kinds, kinds
+    assert {"add", "deliver", "acked", "trimmed", "push", "pop", "q-acked"} <= kinds, kinds
     calls = {cut.call for cut in cuts}
     assert set(NAMED_CALLS) <= calls, calls
     # Each run's later cuts promise some of its own traffic, not only the runs' before.
