@@ -318,8 +318,8 @@ class Cutter:
     It runs under the FaultFS's lock, right after each intercepted call, so no file
     changes while it runs and the calls it sees are in the order they were made.
     Under `always` every answered event is durable. Under `everysec` an event is
-    durable once a fsync of the journal by its background thread began after the
-    reply came: the hook counts the events at each call, and a fsync of that thread
+    durable once an fsync of the journal by its background thread began after the
+    reply came: the hook counts the events at each call, and an fsync of that thread
     covers at least the count of the call before it (every reply counted then came
     after its commit's write, which came before the fsync). A checkpoint's fsync of
     the journal covers as much, but is not told apart from its fsyncs of other logs:
@@ -606,7 +606,7 @@ def test_power_cuts_under_traffic_keep_every_promise(tmp_path: Path, policy: str
     assert {"add", "deliver", "acked", "trimmed", "push", "pop", "q-acked"} <= kinds, kinds
     calls = {cut.call for cut in cuts}
     assert set(NAMED_CALLS) <= calls, calls
-    # Each run's later cuts promise some of its own traffic, not only the runs' before.
+    # The promises grow with the traffic: most cuts promise more than the first one.
     assert sum(c.durable > cuts[0].durable for c in cuts) >= len(cuts) // 2, cuts
     found = check_cuts(cuts, everything)
     assert Kind.TORN_TAIL.value in found, found  # the crash's damage reaches the check
