@@ -67,6 +67,7 @@ class CommitBarrier:
         self._writers: dict[Client, None] = {}  # clients with replies of this iteration
         self._held: deque[tuple[int, Client, bytearray]] = deque()  # in position order
         self._scheduled = False
+        self._stopped = False  # the store is closing: nothing commits any more
 
     # -- registering replies ----------------------------------------------------------
 
@@ -80,9 +81,14 @@ class CommitBarrier:
         """`client` is gone: nothing of it is sent."""
         self._writers.pop(client, None)
 
+    def stop(self) -> None:
+        """The server is stopping and its store closing: no end of iteration runs
+        from now on (a client closed during the stop must not start one)."""
+        self._stopped = True
+
     def schedule(self) -> None:
         """Run `end_of_iteration` once the loop has run what is ready now."""
-        if not self._scheduled:
+        if not self._scheduled and not self._stopped:
             self._scheduled = True
             asyncio.get_running_loop().call_soon(self.end_of_iteration)
 

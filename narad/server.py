@@ -623,6 +623,7 @@ class Server:
                 signal.signal(sig, handler)
             self.listeners.close()
             self.barrier.end_of_iteration()
+            self.barrier.stop()  # nothing commits after this: the store closes
             for client in list(self.clients.values()):
                 client.close()
             self.store.close()

@@ -132,7 +132,7 @@ class Store:
         replay = Replay(journal, at)
         self.meta = Log.open(self.root / "meta", self.log_config(STATE_SEGMENT_BYTES))
         journal.register(log_key(0, KIND_META), self.meta)
-        replay.run(lambda key: self.meta if key == 0 else None, "metadata log")
+        replay.run({log_key(0, KIND_META): self.meta}, "metadata log")
         replay.cut_torn_commit()
         replay.settle(0, self.meta)
         state = MetaState(self.schemas, len(self.dbs))
@@ -147,7 +147,8 @@ class Store:
         streams_dir = self.root / "streams"
         streams_dir.mkdir(exist_ok=True)
         opened = [self._open_stream(uid, db, key) for uid, (db, key) in state.names.items()]
-        replay.run(lambda key: journal.logs.get(key) if key else None, "stream logs")
+        streams = {key: log for key, log in journal.logs.items() if key != log_key(0, KIND_META)}
+        replay.run(streams, "stream logs")
         for key, log in journal.logs.items():
             if key:
                 replay.settle(key, log)

@@ -126,9 +126,8 @@ def decode_commit(payload: bytes | memoryview) -> tuple[list[list[Any]], memoryv
     if header[0] != JOURNAL_VERSION:
         raise BadCommit(f"journal record version {header[0]!r}; this node reads {JOURNAL_VERSION}")
     body = view[end:]
-    for change in header[1]:
-        if not _well_formed(change):
-            raise BadCommit(f"malformed change {change!r:.100}")
+    if not _well_formed(header[1]):
+        raise BadCommit(f"a malformed change among {header[1]!r:.200}")
     size = sum(c[4] for c in header[1] if c[0] == "rec")
     if size != len(body):
         raise BadCommit(f"the changes name {size} body bytes, the record holds {len(body)}")
@@ -138,14 +137,21 @@ def decode_commit(payload: bytes | memoryview) -> tuple[list[list[Any]], memoryv
 _CHANGE_SIZES = {"rec": 5, "start": 3}
 
 
-def _well_formed(change: object) -> bool:
-    """Whether `change` is a change this code knows, with non-negative int fields."""
-    return (
-        isinstance(change, list)
-        and bool(change)
-        and _CHANGE_SIZES.get(change[0]) == len(change)
-        and all(type(v) is int and v >= 0 for v in change[1:])
-    )
+def _well_formed(changes: list[Any]) -> bool:
+    """Whether every change is one this code knows, with int fields."""
+    sizes = _CHANGE_SIZES
+    for change in changes:
+        if type(change) is not list or not change or sizes.get(change[0]) != len(change):
+            return False
+        if change[0] == "rec":
+            _, key, first, count, nbytes = change
+            if not (type(key) is type(first) is type(count) is type(nbytes) is int):
+                return False
+            if min(first, count, nbytes) < 0:
+                return False
+        elif type(change[1]) is not int or type(change[2]) is not int:
+            return False
+    return True
 
 
 def _split_records(piece: memoryview, most: int) -> Iterator[tuple[int, memoryview]]:

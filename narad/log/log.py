@@ -508,6 +508,44 @@ class Log:
         self.last_timestamp_ms = ts
         return offset
 
+    def append_framed(self, run: memoryview, records: Sequence[Record]) -> None:
+        """Buffer `records`, framed as they are in `run` (a journal's copy of them,
+        each at its `position` in `run`), byte for byte: what `append` of each would
+        buffer. The first must be the log's next offset. Record by record where the
+        run crosses a roll or an epoch change (what `append` decides there)."""
+        if self.failure is not None:
+            raise LogFailed(self.failure)
+        first, last = records[0], records[-1]
+        seg = self.segments[-1]
+        if (
+            first.offset != self.next_offset
+            or first.epoch != self._epoch
+            or last.epoch != self._epoch
+            or (first.id_ms, first.id_seq) < self.last_id
+            or (
+                (seg.next_offset != seg.base_offset or len(records) > 1)
+                and self._roll_due(seg, seg.size + len(self._pending) + len(run), last.timestamp_ms)
+            )
+        ):
+            for rec in records:
+                self.append(
+                    rec.payload, rec.id_ms, rec.id_seq, rec.flags, rec.timestamp_ms, rec.epoch
+                )
+            return
+        base = seg.size + len(self._pending) - first.position
+        self._pending += run[first.position : last.position + last.size]
+        self._pending_records += len(records)
+        index = seg.index
+        for rec in records:
+            position = base + rec.position
+            if index.last_position < 0 or position - index.last_position >= INTERVAL_BYTES:
+                index.add(rec.offset, position, rec.id_ms, rec.id_seq)
+        if seg.next_offset == seg.base_offset:
+            seg.first_timestamp_ms = first.timestamp_ms
+        seg.next_offset = last.offset + 1
+        self.last_id = (last.id_ms, last.id_seq)
+        self.last_timestamp_ms = max(self.last_timestamp_ms, last.timestamp_ms)
+
     def _roll_due(self, seg: Segment, size_after: int, ts: int) -> bool:
         """Whether a non-empty active segment must be sealed rather than grow to
         `size_after` bytes with a record of timestamp `ts`."""

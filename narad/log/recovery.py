@@ -17,8 +17,7 @@ from __future__ import annotations
 
 import logging
 import time
-from collections.abc import Callable
-from typing import Any
+from collections.abc import Mapping
 
 from narad.log import format
 from narad.log.checkpointer import Checkpoint
@@ -46,8 +45,7 @@ def apply_records(log: Log, first: int, count: int, run: memoryview) -> int:
     records, used, _, detail = format.scan(run, 0, 0, count)
     if len(records) != count or used != len(run):
         raise BadCommit(f"a change for {log.path} holds no {count} whole records: {detail}")
-    for rec in records[have - first :]:
-        log.append(rec.payload, rec.id_ms, rec.id_seq, rec.flags, rec.timestamp_ms, rec.epoch)
+    log.append_framed(run, records[have - first :])
     if log.unwritten_bytes > BEHIND_LOG_BYTES:
         log.write()
     return end - have
@@ -71,51 +69,46 @@ class Replay:
                 "(run narad check)"
             )
 
-    def run(self, wanted: Callable[[int], Log | None], what: str) -> None:
-        """Apply every change of the journal since the checkpoint to the logs that
-        `wanted` returns for a key (None: skip that key); `what` names the pass in the
-        progress lines."""
+    def run(self, logs: Mapping[int, Log], what: str) -> None:
+        """Apply every change of the journal since the checkpoint to the logs of
+        `logs` (by key; a change for another key is skipped); `what` names the pass
+        in the progress lines."""
         began = reported = time.monotonic()
-        commits_seen = 0
+        commits_seen = records = 0
+        ends = self.ends
         for position, changes, body in commits(self.journal.log, self.at.position):
             at = 0
             for change in changes:
-                at = self._apply(change, body, at, wanted)
+                kind = change[0]
+                if kind == "rec":
+                    _, key, first, count, nbytes = change
+                    ends[key] = first + count
+                    log = logs.get(key)
+                    if log is not None:
+                        records += apply_records(log, first, count, body[at : at + nbytes])
+                    at += nbytes
+                elif kind == "start":
+                    log = logs.get(change[1])
+                    if log is not None:
+                        log.set_start(change[2])
+                        log.apply_retention(start_only=True)
+                else:
+                    raise BadCommit(f"unknown journal change {kind!r}")
             commits_seen += 1
             self.end = position
-            now = time.monotonic()
-            if now - reported >= PROGRESS_S:
-                reported = now
+            if commits_seen & 1023 == 0 and time.monotonic() - reported >= PROGRESS_S:
+                reported = time.monotonic()
                 logger.info(
                     "recovering %s: journal position %d of %d", what, position,
                     self.journal.position,
                 )
+        self.records += records
         self.commits = max(self.commits, commits_seen)
         if commits_seen:
             logger.info(
                 "replayed %d commits of the journal into the %s in %.3f s",
                 commits_seen, what, time.monotonic() - began,
             )
-
-    def _apply(
-        self, change: list[Any], body: memoryview, at: int, wanted: Callable[[int], Log | None]
-    ) -> int:
-        kind = change[0] if change else None
-        if kind == "rec":
-            _, key, first, count, nbytes = change
-            self.ends[key] = first + count
-            log = wanted(key)
-            if log is not None:
-                self.records += apply_records(log, first, count, body[at : at + nbytes])
-            return int(at + nbytes)
-        if kind == "start":
-            _, key, offset = change
-            log = wanted(key)
-            if log is not None:
-                log.set_start(offset)
-                log.apply_retention(start_only=True)
-            return at
-        raise BadCommit(f"unknown journal change {kind!r}")
 
     def cut_torn_commit(self) -> None:
         """Drop the parts of a commit whose last part never made it (a crash in the

@@ -25,8 +25,9 @@ Then, for each cut:
 - `python -m narad check` runs on the cut's data dir before any server opens it, so
   that it judges what the crash left rather than what recovery made of it (a server's
   open cuts torn tails and rewrites indexes, which would hide whether anything worse
-  was there): only the kinds a crash leaves may show, a torn tail and an index that a
-  rebuild would change (indexes are never fsynced);
+  was there): only the kinds a crash leaves may show, a torn tail, an index that a
+  rebuild would change (indexes are never fsynced), and a log holding records past
+  its end in the journal (written behind it, their commit never made durable);
 - a real server process opens it, and, through redis-py: every XADD and Q.PUSH that
   was answered is there with its fields; every answered XACK and Q.ACK holds (the
   entry is not pending, the message never visible again); an entry delivered by
@@ -93,7 +94,7 @@ JOURNAL_FSYNC_THREAD = "narad-fsync"
 NAMED_CALLS = ["fsync", "fdatasync", "replace"]
 NAMED_PER_RUN = 2
 # What `narad check` may find in what a crash leaves, before recovery.
-CRASH_KINDS = {Kind.TORN_TAIL.value, Kind.INDEX.value}
+CRASH_KINDS = {Kind.TORN_TAIL.value, Kind.INDEX.value, Kind.LOG_AHEAD.value}
 _PROBLEM_KIND = re.compile(": ({}): ".format("|".join(re.escape(k.value) for k in Kind)))
 
 
