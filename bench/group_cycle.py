@@ -7,8 +7,8 @@ fsyncs.
 A server's store opens in a temporary folder (`fsync no`) holding `--cycles` x
 `--count` entries of 100 bytes. One client runs, through `Server.execute` as a
 connection's commands do: XREADGROUP COUNT `--count` of new entries (`>`), XACK of
-their IDs, then the end of the loop iteration (`_flush`: the commit's writes, the
-replies' hand-off). Thread CPU time per call, minimum over 3 runs: the work of
+their IDs, then the end of the loop iteration (`CommitBarrier.end_of_iteration`: the
+commit's writes, the replies' hand-off). Thread CPU time per call, minimum over 3 runs: the work of
 bench/server_vs_redis.py's consume figure without its sockets and clients.
 """
 
@@ -38,10 +38,10 @@ async def cycles(count: int, per_read: int) -> dict[str, float]:
         for _ in range(count):
             for _ in range(per_read):
                 execute(client, [b"XADD", b"s", b"*", b"f", value])
-            server._flush()
+            server.barrier.end_of_iteration()
             client.out.clear()
         execute(client, [b"XGROUP", b"CREATE", b"s", b"g", b"0"])
-        server._flush()
+        server.barrier.end_of_iteration()
         client.out.clear()
         replies = hiredis.Reader()
         clock = time.thread_time_ns
@@ -57,7 +57,7 @@ async def cycles(count: int, per_read: int) -> dict[str, float]:
             t2 = clock()
             execute(client, [b"XACK", b"s", b"g", *[entry[0] for entry in entries]])
             t3 = clock()
-            server._flush()
+            server.barrier.end_of_iteration()
             client.out.clear()
             t4 = clock()
             for step, took in zip(STEPS, (t1 - t0, t3 - t2, t4 - t3), strict=True):

@@ -6,9 +6,10 @@
 A server's store opens in a temporary folder (`fsync no`); one client runs, through
 `Server.execute` as a connection's commands do: `--pushes` Q.PUSH of 100 bytes,
 Q.POP COUNT 10 BLOCK 100 (which delivers them), Q.ACK of their receipts, the end of
-the loop iteration (`_flush`: the commit's writes, the replies' hand-off), then a
-Q.POP BLOCK on the empty queue (it waits) and its release. Thread CPU time per call
-(user and kernel: the commit's writes are in `flush`), minimum over 3 runs. This
+the loop iteration (`CommitBarrier.end_of_iteration`: the commit's writes, the
+replies' hand-off), then a Q.POP BLOCK on the empty queue (it waits) and its
+release. Thread CPU time per call (user and kernel: the commit's writes are in
+`flush`), minimum over 3 runs. This
 isolates the interpreter's share of the queue path from the kernel's.
 """
 
@@ -36,7 +37,7 @@ async def cycles(count: int, pushes: int) -> dict[str, float]:
         execute = server.execute
         execute(client, [b"Q.CREATE", b"q"])
         execute(client, [b"HELLO", b"3"])
-        server._flush()
+        server.barrier.end_of_iteration()
         client.out.clear()
         replies = hiredis.Reader()
         clock = time.thread_time_ns
@@ -56,7 +57,7 @@ async def cycles(count: int, pushes: int) -> dict[str, float]:
             t3 = clock()
             execute(client, [b"Q.ACK", b"q", *[m[b"receipt"] for m in messages]])
             t4 = clock()
-            server._flush()
+            server.barrier.end_of_iteration()
             client.out.clear()
             t5 = clock()
             execute(client, [b"Q.POP", b"q", b"COUNT", b"10", b"BLOCK", b"100"])
