@@ -873,23 +873,35 @@ class Log:
         with the positions they will have in the active segment. A read of what was
         just buffered (a pop right after a push) then costs no write and no file read;
         its reply still waits for the commit that appends it (docs/durability.md)."""
-        if self._pending_records and offset - self._pending_offset > BUFFER_SKIP_MAX:
+        pending = self._pending_records
+        first = max(offset, self.start_offset)
+        if pending and first >= self.journaled_end > self._pending_offset:
+            # The buffer's older records are committed ones waiting to be written
+            # (narad/log/journal.py): what is wanted lies past them, where the
+            # records no commit has taken yet begin.
+            journaled = self.journaled_end
+            return self._decode_buffer(first, count_max, journaled, self._pending_journaled)
+        if pending and first - self._pending_offset > BUFFER_SKIP_MAX:
             self.write()
         written = self.written_end
         out = self.read(offset, count_max, end=written) if offset < written else []
         wanted = count_max - len(out)
         if wanted <= 0 or not self._pending_records:
             return out
-        first = out[-1].offset + 1 if out else max(offset, self.start_offset)
-        skip = first - self._pending_offset
-        if skip >= self._pending_records:
-            return out
-        records = format.scan(self._pending, 0, self.active.size, skip + wanted)[0][skip:]
+        first = out[-1].offset + 1 if out else first
+        return out + self._decode_buffer(first, wanted, self._pending_offset, 0)
+
+    def _decode_buffer(self, first: int, count: int, base: int, at: int) -> list[Record]:
+        """At most `count` records from offset `first` on, decoded from the write
+        buffer, whose record `base` starts at byte `at` (first >= base)."""
+        skip = first - base
+        if first >= self.next_offset:
+            return []
+        records = format.scan(self._pending, at, self.active.size, skip + count)[0][skip:]
         if records:
             last = records[-1]
             self._read_hint = (last.offset + 1, self.active, last.position + last.size)
-            out += records
-        return out
+        return records
 
     def _batches_from(self, offset: int, end: int, count_hint: int) -> Iterator[list[Record]]:
         """The records from `offset` up to `end`, a list at a time, read in chunks sized
