@@ -136,14 +136,14 @@ class Checkpointer:
         """The thread's half (see the module doc); sets `work.failure` on failure."""
         began = time.monotonic()
         try:
-            for log in work.logs:
+            for log in work.logs:  # on a thread (but at open and close): own descriptors
                 try:
-                    if log.sync():
+                    if log.sync(own_fd=True):
                         self.stats.log_fsyncs += 1
                 except (LogFailed, OSError):
                     if not log.closed:  # a deleted stream's log: nothing to keep
                         raise
-            self.journal.log.sync()
+            self.journal.log.sync(own_fd=True)
             for log, start in work.starts:
                 try:
                     checkpoint.write(log.path / START_CHECKPOINT, [f"start {start}"])

@@ -414,7 +414,7 @@ class Journal:
 
     def _sync_quietly(self) -> None:
         try:
-            if self.log.sync():
+            if self.log.sync(own_fd=True):
                 self.stats.fsyncs += 1
         except LogFailed as exc:
             logger.error("background fsync of the journal failed: %s", exc)

@@ -605,8 +605,11 @@ class Log:
     def unwritten_bytes(self) -> int:
         return len(self._pending)
 
-    def sync(self) -> bool:
-        """Fsync what is written; return whether an fsync was issued. Thread-safe."""
+    def sync(self, own_fd: bool = False) -> bool:
+        """Fsync what is written; return whether an fsync was issued. Thread-safe
+        with `own_fd`, which a thread other than the writer's passes: the fsync then
+        goes through a descriptor of its own, opened by the file's path, since the
+        writer's thread may close the segment's (narad/log/files.py)."""
         with self._lock:
             self._check_writable()
             target, seg = self.written_end, self.active
@@ -614,7 +617,14 @@ class Log:
                 return False
             size = seg.size
         try:
-            os.fdatasync(seg.fd)
+            if own_fd:
+                fd = os.open(seg.path, os.O_RDONLY)
+                try:
+                    os.fdatasync(fd)
+                finally:
+                    os.close(fd)
+            else:
+                os.fdatasync(seg.fd)
         except OSError as exc:
             with self._lock:
                 raise self._fail("fsync", exc) from exc
@@ -622,7 +632,7 @@ class Log:
             if target > self.durable_end:
                 self.durable_end = target
                 index = seg.index
-                if seg.fd >= 0 and len(index) - index.persisted >= INDEX_WRITE_ENTRIES:
+                if not seg.closed and len(index) - index.persisted >= INDEX_WRITE_ENTRIES:
                     index.write_new(seg.index_path, size)
         return True
 

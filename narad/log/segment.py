@@ -14,6 +14,7 @@ from collections.abc import Collection, Iterator
 from pathlib import Path
 
 from narad.log import format
+from narad.log.files import OPEN_FILES
 from narad.log.format import SCAN_BAD, SCAN_OK, Record
 from narad.log.index import INTERVAL_BYTES, SparseIndex
 
@@ -85,10 +86,12 @@ class Segment:
         self.path = folder / segment_name(base_offset)
         self.index_path = self.path.with_suffix(INDEX_SUFFIX)
         flags = os.O_RDWR | (os.O_CREAT | os.O_EXCL if create else 0)
-        self.fd = os.open(self.path, flags, 0o644)
+        fd = os.open(self.path, flags, 0o644)
+        self.closed = False
+        OPEN_FILES.add(self, fd)
         # Bytes of records in the file (appended, maybe not yet durable). Until recovery
         # says otherwise, the file's length.
-        self.size = os.fstat(self.fd).st_size
+        self.size = os.fstat(fd).st_size
         # The file's length: `size` plus space reserved ahead of writes (zero bytes,
         # blocks allocated), so that an fdatasync after an append need not also write
         # a new file length. Only the active segment has any.
@@ -106,10 +109,28 @@ class Segment:
     def empty(self) -> bool:
         return self.next_offset == self.base_offset
 
+    @property
+    def fd(self) -> int:
+        """The file's descriptor, opened if the open-files limit closed it
+        (narad/log/files.py); -1 once the segment is closed. Take it for each call:
+        taking another segment's may close this one's."""
+        if self.closed:
+            return -1
+        return OPEN_FILES.fd(self)
+
+    @fd.setter
+    def fd(self, value: int) -> None:
+        """Only -1: the descriptor was closed behind the segment's back (tests)."""
+        assert value == -1
+        OPEN_FILES.forget(self)
+        self.closed = True
+
     def close(self) -> None:
-        if self.fd >= 0:
-            os.close(self.fd)
-            self.fd = -1
+        if not self.closed:
+            self.closed = True
+            fd = OPEN_FILES.forget(self)
+            if fd is not None:
+                os.close(fd)
 
     # -- reserved space -----------------------------------------------------------------
 
