@@ -96,6 +96,7 @@ def run(args: argparse.Namespace) -> int:
 
     import narad.commands  # noqa: F401 - fills the command table
     from narad.config import Config, ConfigError
+    from narad.log.files import OPEN_FILES, default_limit
     from narad.server import Server
     from narad.store import DataDirBusy
 
@@ -107,6 +108,7 @@ def run(args: argparse.Namespace) -> int:
         return 1
     setup_logging(config)
     raise_open_files_limit()
+    OPEN_FILES.limit = default_limit()  # from the limit as raised
     server = Server(config)
     pidfile = PidFile(str(config["pidfile"]))
     try:
