@@ -1,16 +1,36 @@
-"""Writing records into a stopped server's logs the way the server does, through a
-commit of the data dir's journal, for tests that plant what a bug could have written:
-a record written to a log file alone is one no commit holds, and the next start drops
-it (narad/log/recovery.py)."""
+"""Data dirs for tests, through the journal: opening a store, dropping it as kill -9
+would (`crash`), and writing records into a stopped server's logs the way the server
+does, through a commit of the data dir's journal, for tests that plant what a bug
+could have written: a record written to a log file alone is one no commit holds, and
+the next start drops it (narad/log/recovery.py)."""
 
 from __future__ import annotations
 
+import os
 from pathlib import Path
 
+from narad.config import Config
 from narad.log import FsyncPolicy, Log, LogConfig
 from narad.log.journal import KIND_DATA, KIND_META, KIND_STATE, Journal, log_key
+from narad.store import Store
 
 Record = tuple[bytes, int, int, int]  # payload, id_ms, id_seq, flags
+
+
+def open_store(folder: Path, *settings: tuple[str, str]) -> Store:
+    store = Store(Config.load(None, [("dir", str(folder)), *settings]))
+    store.open()
+    return store
+
+
+def crash(store: Store) -> None:
+    """Drop the store as kill -9 would: no write, no fsync, no checkpoint; what is
+    in the files (page cache) stays."""
+    for log in [store.journal.log, *store.journal.logs.values()]:
+        for seg in log.segments:
+            seg.close()
+    os.close(store._lock_fd)
+    store._lock_fd = -1
 
 
 def append(data: Path, log_path: str, records: list[Record]) -> int:

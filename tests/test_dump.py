@@ -4,7 +4,6 @@ real command line."""
 
 from __future__ import annotations
 
-import os
 import re
 import subprocess
 import sys
@@ -12,28 +11,14 @@ from pathlib import Path
 
 import pytest
 
-from narad.config import Config
 from narad.log import format
 from narad.log import journal as journal_module
-from narad.store import Store
+from tests.journaled import crash, open_store
 
 # A record line as narad dump prints it, then what follows it on the line.
 RECORD = re.compile(r"^offset: (\d+) position: \d+ segment: \d{20}\.log .* crc-ok ?(.*)$")
 
 
-def open_store(folder: Path) -> Store:
-    store = Store(Config.load(None, [("dir", str(folder))]))
-    store.open()
-    return store
-
-
-def crash(store: Store) -> None:
-    """Drop the store as kill -9 would: no write, no fsync, no checkpoint."""
-    for log in [store.journal.log, *store.journal.logs.values()]:
-        for seg in log.segments:
-            seg.close()
-    os.close(store._lock_fd)
-    store._lock_fd = -1
 
 
 def narad_dump(*args: object) -> subprocess.CompletedProcess[str]:

@@ -4,14 +4,12 @@ by the real command line in a process of its own."""
 
 from __future__ import annotations
 
-import os
 import subprocess
 import sys
 from pathlib import Path
 
 import pytest
 
-from narad.config import Config
 from narad.log import Log, format
 from narad.log import journal as journal_module
 from narad.log.checkpointer import CHECKPOINT_FILE
@@ -19,21 +17,7 @@ from narad.log.format import FLAG_ENTRY, encode_fields
 from narad.log.journal import FLAG_CONTINUES
 from narad.store import Store
 from narad.streams.stream import Stream
-
-
-def open_store(folder: Path) -> Store:
-    store = Store(Config.load(None, [("dir", str(folder))]))
-    store.open()
-    return store
-
-
-def crash(store: Store) -> None:
-    """Drop the store as kill -9 would: no write, no fsync, no checkpoint."""
-    for log in [store.journal.log, *store.journal.logs.values()]:
-        for seg in log.segments:
-            seg.close()
-    os.close(store._lock_fd)
-    store._lock_fd = -1
+from tests.journaled import crash, open_store
 
 
 def add(stream: Stream, n: int) -> None:
@@ -108,7 +92,7 @@ def test_records_written_ahead_of_an_unfinished_commit_are_repairable(tmp_path: 
     stream = store.get(0, b"s")
     assert stream is not None
     add(stream, 2)
-    stream.readable()  # the records reach the data log; no commit carries them
+    stream.data.write()  # the records reach the data log; no commit carries them
     crash(store)
     code, out = narad_check(tmp_path)
     assert code == 1
@@ -198,7 +182,7 @@ def test_a_flipped_byte_in_a_journal_record_after_the_checkpoint(tmp_path: Path)
     store.journal.commit()
     add(stream, 1)
     store.journal.commit()
-    stream.readable()  # the data log holds both commits' records
+    stream.data.write()  # the data log holds both commits' records
     crash(store)
     path = segment(tmp_path / "journal")
     last_two = records(path)[-2:]

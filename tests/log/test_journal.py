@@ -5,38 +5,22 @@ node cannot mend is refused, naming what is wrong."""
 
 from __future__ import annotations
 
-import os
 import shutil
 from pathlib import Path
 
 import pytest
 
-from narad.config import Config
 from narad.log import Log, LogCorrupted, checkpoint
 from narad.log import journal as journal_module
 from narad.log.checkpointer import CHECKPOINT_FILE
 from narad.log.journal import FLAG_CONTINUES, commits
 from narad.store import Store
 from narad.streams.stream import Stream
+from tests.journaled import crash, open_store
 
 ENTRY = [b"field", b"value"]
 
 
-def open_store(folder: Path, *settings: tuple[str, str]) -> Store:
-    store = Store(Config.load(None, [("dir", str(folder)), *settings]))
-    store.open()
-    return store
-
-
-def crash(store: Store) -> None:
-    """Drop the store as kill -9 would: no write, no fsync, no checkpoint; what is
-    in the files (page cache) stays."""
-    logs = [store.journal.log, *store.journal.logs.values()]
-    for log in logs:
-        for seg in log.segments:
-            seg.close()
-    os.close(store._lock_fd)
-    store._lock_fd = -1
 
 
 def add(stream: Stream, n: int) -> list[int]:
@@ -101,7 +85,7 @@ def test_a_log_ahead_of_the_journal_is_cut_back(tmp_path: Path) -> None:
     kept = add(stream, 4)
     store.commit()
     add(stream, 3)
-    stream.readable()  # the records reach the file before any commit carries them
+    stream.data.write()  # the records reach the file before any commit carries them
     assert stream.data.written_end == 7
     crash(store)
     store = open_store(tmp_path)
@@ -198,7 +182,7 @@ def test_a_log_behind_the_journal_takes_the_journal_records(tmp_path: Path) -> N
     store.checkpointer.run_now()
     more = add(stream, 3)
     store.journal.commit()
-    stream.readable()
+    stream.data.write()
     crash(store)
     segment = sorted((tmp_path / "streams").glob("*/data/*.log"))[0]
     size = segment.stat().st_size
