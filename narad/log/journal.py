@@ -13,7 +13,7 @@ logs themselves are written behind the journal, with no fsync on the commit path
 log keeps its journaled records in memory until a read needs them in the file, its
 buffer grows past `BEHIND_LOG_BYTES`, all logs together hold more than
 `BEHIND_BYTES_MAX`, or a checkpoint comes. Reads see every committed record either way
-(a stream writes its buffer before reading the file; narad/streams/stream.py).
+(a log writes its buffer before it reads its files: narad/log/log.py).
 
 A checkpoint (narad/log/checkpointer.py) fsyncs every log the commits since the last
 one touched and records the journal position up to which every log is durable, with

@@ -504,7 +504,6 @@ class QueueService:
                 start = max(sub.next, source.start)
                 if start >= end:
                     continue
-                source.readable()
                 records = source.data.read(start, count_max=min(end - start, FORWARD_BATCH))
                 stream = queue.stream
                 copies: list[list[bytes]] = []

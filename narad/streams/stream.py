@@ -282,18 +282,12 @@ class Stream:
         self._note(data)
         self.last_id = sid + len(argvs) - 1
 
-    def readable(self) -> None:
-        """Reads see appended records: put buffered ones in the file first."""
-        if self.data.next_offset > self.data.written_end:
-            self.data.write()
-
     def range(self, low: int, high: int, count: int = 0) -> list[Entry]:
         """Live entries with low <= ID <= high, oldest first, at most `count` (0: all)."""
         return [(sid, decode_fields(payload)) for sid, payload in self.range_raw(low, high, count)]
 
     def range_raw(self, low: int, high: int, count: int = 0) -> list[tuple[int, bytes]]:
         """`range` with each entry's payload as stored (encode_fields), not decoded."""
-        self.readable()
         data = self.data
         hint_id, hint_offset = self._after_hint
         if low - 1 == hint_id:
@@ -333,7 +327,6 @@ class Stream:
 
     def revrange(self, high: int, low: int, count: int = 0) -> list[Entry]:
         """Live entries with low <= ID <= high, newest first, at most `count` (0: all)."""
-        self.readable()
         data = self.data
         out: list[Entry] = []
         offset = data.offset_of_id(*ids.split(high), after=True) - 1
@@ -354,7 +347,6 @@ class Stream:
 
     def offset_of(self, sid: int) -> int | None:
         """The offset of the live entry with ID `sid`, or None."""
-        self.readable()
         offset = self.data.offset_of_id(*ids.split(sid))
         if offset < self.start or offset in self.deleted or offset >= self.data.written_end:
             return None
@@ -379,7 +371,6 @@ class Stream:
         return found[0] if found else None
 
     def id_at(self, offset: int) -> int:
-        self.readable()
         rec = self.data.read(offset, count_max=1)
         return ids.make(rec[0].id_ms, rec[0].id_seq)
 
