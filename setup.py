@@ -38,7 +38,7 @@ class OptionalBuildExt(build_ext):
 # parser's glue: they are mostly attribute reads on plain objects, which CPython's
 # specialising interpreter does faster than generic compiled code (bench/README.md).
 COMPILED = [
-    "narad/store.py",
+    "narad/keyspace.py",
     "narad/clock.py",
     "narad/resp/encoder.py",
     "narad/commands/args.py",

@@ -29,7 +29,7 @@ async def one_client() -> AsyncIterator[tuple[Any, Any]]:
         try:
             yield server, client
         finally:
-            server.store.close()
+            server.keyspace.close()
             ours.close()
 
 

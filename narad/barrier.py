@@ -36,8 +36,8 @@ from narad.log import LogFailed
 
 if TYPE_CHECKING:
     from narad.commands.deferred import DeferredAdds
+    from narad.keyspace import Keyspace
     from narad.server import Client
-    from narad.store import Store
 
 
 class Hooks(Protocol):
@@ -55,8 +55,8 @@ class Hooks(Protocol):
 
 
 class CommitBarrier:
-    def __init__(self, store: Store, hooks: Hooks) -> None:
-        self.store = store
+    def __init__(self, keyspace: Keyspace, hooks: Hooks) -> None:
+        self.keyspace = keyspace
         self.hooks = hooks
         self.deferred: DeferredAdds | None = None  # adds held back until `settle`
         self.released = 0  # replies sealed at this position or below may leave
@@ -67,7 +67,7 @@ class CommitBarrier:
         self._writers: dict[Client, None] = {}  # clients with replies of this iteration
         self._held: deque[tuple[int, Client, bytearray]] = deque()  # in position order
         self._scheduled = False
-        self._stopped = False  # the store is closing: nothing commits any more
+        self._stopped = False  # the keyspace is closing: nothing commits any more
 
     # -- registering replies ----------------------------------------------------------
 
@@ -82,7 +82,7 @@ class CommitBarrier:
         self._writers.pop(client, None)
 
     def stop(self) -> None:
-        """The server is stopping and its store closing: no end of iteration runs
+        """The server is stopping and its keyspace closing: no end of iteration runs
         from now on (a client closed during the stop must not start one)."""
         self._stopped = True
 
@@ -117,13 +117,13 @@ class CommitBarrier:
             # sockets and make the next batch larger. (An fsync thread let the loop
             # go on, but its hand-offs and wake-ups cost more CPU per message than
             # they saved: bench/README.md.)
-            committed = self.store.journal.commit()
+            committed = self.keyspace.journal.commit()
         except LogFailed as exc:
             self._fail(list(writers), str(exc))
             return
         if committed:
-            self.store.last_commit_s = int(time.time())
-        position = self.store.journal.position
+            self.keyspace.last_commit_s = int(time.time())
+        position = self.keyspace.journal.position
         if position <= self.released:  # a read-only iteration: nothing to wait for
             for client in writers:
                 client.send()
@@ -148,7 +148,7 @@ class CommitBarrier:
         SHUTDOWN): the replies still leave at the end of the iteration. Raises
         LogFailed when the journal refuses; the end of the iteration then fails the
         commit for the replies waiting on it."""
-        self.store.commit()
+        self.keyspace.commit()
 
     def _fail(self, clients: list[Client], why: str) -> None:
         """A commit failed: the replies waiting on it, and those held for a position

@@ -197,8 +197,8 @@ def _journal_problems(root: Path, repair: bool) -> list[Problem]:
         what = f"cannot read the journal or a log: {exc}"
         return [Problem(Kind.IO_ERROR, root / JOURNAL_FOLDER, None, what)]
     if repair and problems and all(p.repairable for p in problems):
+        from narad.keyspace import settle_journal
         from narad.log.log import LogCorrupted, LogFailed
-        from narad.store import settle_journal
 
         try:
             settle_journal(root)
@@ -216,8 +216,8 @@ def _replay_problems(root: Path, repair: bool) -> list[Problem]:
     and state ops (narad/streams/stream.py). With `repair` (only when the logs
     themselves are sound), each kind is mended (the metadata log compacted into what
     applied, a state log truncated at its op), then checked again."""
+    from narad.keyspace import repair_metadata
     from narad.metalog import check_metadata
-    from narad.store import repair_metadata
     from narad.streams.stream import check_states, repair_states
 
     found: list[Problem] = []

@@ -163,16 +163,18 @@ def _memory(s: Server) -> Fields:
 
 
 def _persistence(s: Server) -> Fields:
-    policy = s.store.policy.value
+    policy = s.keyspace.policy.value
     failed = any(
-        stream.data.failure or stream.state.failure for db in s.store.dbs for stream in db.values()
+        stream.data.failure or stream.state.failure
+        for db in s.keyspace.dbs
+        for stream in db.values()
     )
     return [
         ("loading", 0),
         ("async_loading", 0),
         ("rdb_changes_since_last_save", 0),
         ("rdb_bgsave_in_progress", 0),
-        ("rdb_last_save_time", s.store.last_commit_s),
+        ("rdb_last_save_time", s.keyspace.last_commit_s),
         ("rdb_last_bgsave_status", "ok"),
         ("aof_enabled", 1),
         ("aof_rewrite_in_progress", 0),
@@ -180,7 +182,7 @@ def _persistence(s: Server) -> Fields:
         ("aof_last_write_status", "err" if failed else "ok"),
         ("aof_fsync_policy", policy),
         ("acked_writes_are", "durable" if policy == "always" else "appended"),
-        ("load_time_seconds", f"{s.store.loaded_s:.3f}"),
+        ("load_time_seconds", f"{s.keyspace.loaded_s:.3f}"),
     ]
 
 
@@ -212,7 +214,7 @@ def _replication(s: Server) -> Fields:
         ("master_failover_state", "no-failover"),
         ("master_replid", s.run_id),
         ("master_replid2", "0" * 40),
-        ("master_repl_offset", s.store.journal.position),
+        ("master_repl_offset", s.keyspace.journal.position),
         ("second_repl_offset", -1),
         ("repl_backlog_active", 0),
     ]
@@ -231,7 +233,7 @@ def _errorstats(s: Server) -> Fields:
 
 
 def _keyspace(s: Server) -> Fields:
-    counts = [len(s.store.names(i)) for i in range(len(s.store.dbs))]  # unavailable keys too
+    counts = [len(s.keyspace.names(i)) for i in range(len(s.keyspace.dbs))]  # unavailable keys too
     return [(f"db{i}", f"keys={n},expires=0,avg_ttl=0") for i, n in enumerate(counts) if n]
 
 
@@ -273,13 +275,13 @@ def _latencystats(s: Server) -> Fields:
 
 
 def _narad(s: Server) -> Fields:
-    journal = s.store.journal
+    journal = s.keyspace.journal
     gc = journal.stats
-    cp = s.store.checkpointer
-    streams = [stream for db in s.store.dbs for stream in db.values()]
+    cp = s.keyspace.checkpointer
+    streams = [stream for db in s.keyspace.dbs for stream in db.values()]
     return [
         ("narad_version", narad.__version__),
-        ("fsync", s.store.policy.value),
+        ("fsync", s.keyspace.policy.value),
         ("group_commits", gc.commits),
         ("group_commit_records", gc.records),
         ("fsyncs", gc.fsyncs),
@@ -294,7 +296,7 @@ def _narad(s: Server) -> Fields:
         ("checkpoint_last_seconds", f"{cp.stats.last_s:.3f}"),
         ("streams", len(streams)),
         ("log_bytes", sum(st.data.size_bytes + st.state.size_bytes for st in streams)),
-        ("data_dir", str(s.store.root)),
+        ("data_dir", str(s.keyspace.root)),
         *_queues(s),
     ]
 

@@ -1,7 +1,7 @@
 """The metadata log's state machine: its ops replayed into the keyspace's names, the
 next stream uid and the schema registry, for a server's start and for `narad check`.
 
-The ops are listed in store.py. Rules:
+The ops are listed in keyspace.py. Rules:
 
 - Replaying never raises, so a node always starts on its own data. An op that
   cannot be applied (a record that is not an op, an unknown op, a wrong shape, a
@@ -13,7 +13,7 @@ The ops are listed in store.py. Rules:
   stream folder is removed as an orphan and the log is not compacted.
 - `check_metadata` replays the same way from the segment files, read-only, and
   reports each fault; `narad check --repair` then compacts the log into a snapshot
-  of what applied (store.repair_metadata), which removes the bad ops durably.
+  of what applied (keyspace.repair_metadata), which removes the bad ops durably.
 """
 
 from __future__ import annotations

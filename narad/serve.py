@@ -1,4 +1,4 @@
-"""`narad server`: load the configuration, open the store, serve until told to stop.
+"""`narad server`: load the configuration, open the keyspace, serve until told to stop.
 
 Everything here is process plumbing (logging, event loop choice, exit codes); the
 server itself is narad/server.py.
@@ -96,9 +96,9 @@ def run(args: argparse.Namespace) -> int:
 
     import narad.commands  # noqa: F401 - fills the command table
     from narad.config import Config, ConfigError
+    from narad.keyspace import DataDirBusy
     from narad.log.files import OPEN_FILES, default_limit
     from narad.server import Server
-    from narad.store import DataDirBusy
 
     path = args.config_flag or args.config_file
     try:

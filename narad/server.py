@@ -44,6 +44,7 @@ from narad.barrier import CommitBarrier
 from narad.commands.table import LOOKUP, RUN_REPLY_BYTES_MAX, Block, Command, all_commands
 from narad.config import BadValue, Config, OutputBufferLimits
 from narad.errors import CommandError
+from narad.keyspace import Keyspace
 from narad.listen import Listeners
 from narad.log import LogFailed
 from narad.queues.service import QueueService
@@ -55,7 +56,6 @@ from narad.resp import (
     encode_into,
 )
 from narad.resp.encoder import encode_ids_into
-from narad.store import Store
 
 logger = logging.getLogger("narad.server")
 
@@ -116,10 +116,10 @@ class SlowEntry:
 class Server:
     def __init__(self, config: Config) -> None:
         self.config = config
-        self.store = Store(config)
-        self.store.on_touch = self.key_written
+        self.keyspace = Keyspace(config)
+        self.keyspace.on_touch = self.key_written
         self.queues = QueueService(self)
-        self.store.on_delete = self.queues.dropped
+        self.keyspace.on_delete = self.queues.dropped
         self.clients: dict[int, Client] = {}
         self.stats = Stats()
         self.slowlog: deque[SlowEntry] = deque()
@@ -128,7 +128,7 @@ class Server:
         self.waiters: dict[tuple[int, bytes], deque[Client]] = {}
         self.watchers: dict[tuple[int, bytes], set[Client]] = {}
         self.signaled: dict[tuple[int, bytes], None] = {}  # in the order signaled
-        self.barrier = CommitBarrier(self.store, self)
+        self.barrier = CommitBarrier(self.keyspace, self)
         self._next_client_id = 1
         self._cross_protocol_logged_s = -CROSS_PROTOCOL_LOG_INTERVAL_S
         self._cross_protocol_unlogged = 0  # attacks since the last log line
@@ -191,7 +191,7 @@ class Server:
         logger.info("listening on %s port %d", " ".join(addresses), self.tcp_port)
 
     def _apply_log_settings(self, value: object) -> None:
-        self.store.apply_settings()
+        self.keyspace.apply_settings()
         for queue in self.queues.queues():
             self.queues.apply_settings(queue)
 
@@ -219,11 +219,12 @@ class Server:
             self.unexpected(exc, "blocked clients", "serving")
 
     def after_commit(self, committed: bool) -> None:
-        store = self.store
-        store.remove_doomed()
-        if store.checkpoint_due():
-            store.checkpointer.begin(asyncio.get_running_loop())
-        if committed and self.queues.subscribed and self.queues.copies_due(store.journal.carried):
+        keyspace = self.keyspace
+        keyspace.remove_doomed()
+        if keyspace.checkpoint_due():
+            keyspace.checkpointer.begin(asyncio.get_running_loop())
+        carried = keyspace.journal.carried
+        if committed and self.queues.subscribed and self.queues.copies_due(carried):
             self.barrier.schedule()  # what became committed in a source may now be copied
 
     def commit_failed(self, why: str, clients_closed: int) -> None:
@@ -470,7 +471,7 @@ class Server:
         if self.waiters:
             self.signal_key(db, key)
         if self.queues.consuming:
-            stream = self.store.get(db, key)
+            stream = self.keyspace.get(db, key)
             if stream is not None:
                 self.queues.written(stream)
 
@@ -522,15 +523,15 @@ class Server:
     # -- lifecycle ------------------------------------------------------------------------
 
     def _cron(self) -> None:
-        """Once a second: store upkeep, and idle clients past `timeout` closed."""
+        """Once a second: keyspace upkeep, and idle clients past `timeout` closed."""
         assert self.loop is not None
         self._cron_handle = self.loop.call_later(CRON_INTERVAL_S, self._cron)
         try:
             self.barrier.settle()
             try:
-                self.store.maintain()
+                self.keyspace.maintain()
             except LogFailed as exc:
-                logger.error("store upkeep failed: %s", exc)
+                logger.error("keyspace upkeep failed: %s", exc)
             self.queues.tick()
         except Exception as exc:  # the commit below still runs, and so does the next upkeep
             self.unexpected(exc, "upkeep")
@@ -597,10 +598,10 @@ class Server:
         self.loop.call_soon_threadsafe(self.request_shutdown)
 
     async def serve(self, ready: Callable[[int], None] | None = None) -> None:
-        """Open the store, listen, and run until SIGTERM, SIGINT or SHUTDOWN."""
+        """Open the keyspace, listen, and run until SIGTERM, SIGINT or SHUTDOWN."""
         self.loop = asyncio.get_running_loop()
         self.shutdown_requested = asyncio.Event()
-        self.store.open(self)
+        self.keyspace.open(self)
         self.queues.opened()
         self.listeners = Listeners(self.loop, lambda: Client(self))
         self.listeners.listen(
@@ -623,10 +624,10 @@ class Server:
                 signal.signal(sig, handler)
             self.listeners.close()
             self.barrier.end_of_iteration()
-            self.barrier.stop()  # nothing commits after this: the store closes
+            self.barrier.stop()  # nothing commits after this: the keyspace closes
             for client in list(self.clients.values()):
                 client.close()
-            self.store.close()
+            self.keyspace.close()
             faulthandler.cancel_dump_traceback_later()  # the stop finished in time
             logger.info("stopped")
 

@@ -10,20 +10,20 @@ import os
 from pathlib import Path
 
 from narad.config import Config
+from narad.keyspace import Keyspace
 from narad.log import FsyncPolicy, Log, LogConfig
 from narad.log.journal import KIND_DATA, KIND_META, KIND_STATE, Journal, log_key
-from narad.store import Store
 
 Record = tuple[bytes, int, int, int]  # payload, id_ms, id_seq, flags
 
 
-def open_store(folder: Path, *settings: tuple[str, str]) -> Store:
-    store = Store(Config.load(None, [("dir", str(folder)), *settings]))
+def open_store(folder: Path, *settings: tuple[str, str]) -> Keyspace:
+    store = Keyspace(Config.load(None, [("dir", str(folder)), *settings]))
     store.open()
     return store
 
 
-def crash(store: Store) -> None:
+def crash(store: Keyspace) -> None:
     """Drop the store as kill -9 would: no write, no fsync, no checkpoint; what is
     in the files (page cache) stays."""
     for log in [store.journal.log, *store.journal.logs.values()]:

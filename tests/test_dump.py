@@ -1,4 +1,4 @@
-"""`narad dump` on the folders of a data dir made by a real Store: the journal's
+"""`narad dump` on the folders of a data dir made by a real Keyspace: the journal's
 commits with their changes, state and metadata ops decoded, and `--key`, through the
 real command line."""
 

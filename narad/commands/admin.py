@@ -44,7 +44,7 @@ def time_(client: Client, args: list[bytes]) -> Any:
 @command("lastsave", 1, "loading stale fast", group="server", categories="@admin @dangerous")
 def lastsave(client: Client, args: list[bytes]) -> Any:
     """Returns the Unix timestamp of the last successful commit to disk."""
-    return client.server.store.last_commit_s
+    return client.server.keyspace.last_commit_s
 
 
 @command("save", 1, "admin noscript no_async_loading no_multi", group="server")

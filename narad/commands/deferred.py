@@ -25,8 +25,8 @@ from narad.streams.stream import Stream
 
 if TYPE_CHECKING:
     from narad.commands.table import Command
+    from narad.keyspace import Keyspace
     from narad.server import Client, Server
-    from narad.store import Store
 
 FIELDS_FROM = 3  # a held-back argv's entry fields are argv[FIELDS_FROM:]
 
@@ -37,12 +37,12 @@ Taker = tuple["Client", "Command", Stream, int]
 Outcome = int | list["int | CommandError"] | CommandError
 
 
-def can_hold(store: Store, stream: Stream) -> bool:
+def can_hold(keyspace: Keyspace, stream: Stream) -> bool:
     """Whether entries for `stream` may be held back: it has no schema (each entry
     is validated alone), its log has not failed and its IDs are not near their end
     (the general handlers report those)."""
     return (
-        stream.uid not in store.validators
+        stream.uid not in keyspace.validators
         and stream.data.failure is None
         and stream.last_id >> 64 != ids.U64_MAX
     )

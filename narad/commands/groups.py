@@ -36,7 +36,7 @@ AUTOCLAIM_COUNT_MAX = ((1 << 63) - 1) // 16
 
 
 def _stream(client: Client, key: bytes) -> Stream | None:
-    return client.server.store.get(client.db, key)
+    return client.server.keyspace.get(client.db, key)
 
 
 def _entry(entry: Entry) -> list[Any]:
@@ -170,7 +170,7 @@ def xgroup_create(client: Client, args: list[bytes]) -> Any:
     stream = xa.stream
     made = stream is None  # MKSTREAM: a new stream has no group to be busy
     if stream is None:
-        stream = client.server.store.create_stream(client.db, xa.key)
+        stream = client.server.keyspace.create_stream(client.db, xa.key)
     if not groups.create_group(stream, xa.name, last_id, xa.entries_read):
         raise CommandError("Consumer Group name already exists", "BUSYGROUP")
     # A new key wakes blocked readers as any new key does; `written` also does what

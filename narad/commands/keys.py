@@ -22,10 +22,10 @@ OK = SimpleString("OK")
 
 
 def _delete(client: Client, keys: list[bytes]) -> int:
-    store = client.server.store
+    keyspace = client.server.keyspace
     removed = 0
     for key in keys:
-        if store.delete(client.db, key):
+        if keyspace.delete(client.db, key):
             removed += 1
     return removed
 
@@ -48,14 +48,14 @@ def unlink(client: Client, args: list[bytes]) -> Any:
 @command("exists", -2, "readonly fast", (1, -1, 1), "generic", categories="@keyspace")
 def exists(client: Client, args: list[bytes]) -> Any:
     """Determines whether one or more keys exist."""
-    store = client.server.store
-    return sum(1 for key in args[1:] if store.get(client.db, key) is not None)
+    keyspace = client.server.keyspace
+    return sum(1 for key in args[1:] if keyspace.get(client.db, key) is not None)
 
 
 @command("type", 2, "readonly fast", (1, 1, 1), "generic", categories="@keyspace")
 def type_(client: Client, args: list[bytes]) -> Any:
     """Determines the type of value stored at a key."""
-    found = client.server.store.get(client.db, args[1]) is not None
+    found = client.server.keyspace.get(client.db, args[1]) is not None
     return SimpleString("stream" if found else "none")
 
 
@@ -170,7 +170,7 @@ def glob_match(pattern: bytes, name: bytes) -> bool:
 )
 def keys(client: Client, args: list[bytes]) -> Any:
     """Returns all key names that match a pattern."""
-    return [k for k in client.server.store.names(client.db) if glob_match(args[1], k)]
+    return [k for k in client.server.keyspace.names(client.db) if glob_match(args[1], k)]
 
 
 @command(
@@ -197,7 +197,7 @@ def scan(client: Client, args: list[bytes]) -> Any:
         else:
             raise syntax()
         i += 2
-    following, chunk = scan_positions(client.server.store.names(client.db), cursor, count)
+    following, chunk = scan_positions(client.server.keyspace.names(client.db), cursor, count)
     if kind not in (None, b"stream"):
         chunk = []
     return [b"%d" % following, [k for k in chunk if glob_match(pattern, k)]]
@@ -261,19 +261,19 @@ def renamenx(client: Client, args: list[bytes]) -> Any:
 
 
 def _rename(client: Client, src: bytes, dst: bytes, nx: bool) -> bool:
-    store = client.server.store
-    if store.get(client.db, src) is None:
+    keyspace = client.server.keyspace
+    if keyspace.get(client.db, src) is None:
         raise CommandError("no such key")
-    if nx and store.get(client.db, dst) is not None:
+    if nx and keyspace.get(client.db, dst) is not None:
         return False
-    store.rename(client.db, src, dst)
+    keyspace.rename(client.db, src, dst)
     return True
 
 
 @command("dbsize", 1, "readonly fast", group="server", categories="@keyspace")
 def dbsize(client: Client, args: list[bytes]) -> Any:
     """Returns the number of keys in the database."""
-    return len(client.server.store.names(client.db))
+    return len(client.server.keyspace.names(client.db))
 
 
 def _flush_args(args: list[bytes]) -> None:
@@ -287,7 +287,7 @@ def _flush_args(args: list[bytes]) -> None:
 def flushdb(client: Client, args: list[bytes]) -> Any:
     """Remove all keys from the current database."""
     _flush_args(args)
-    client.server.store.flushdb(client.db)
+    client.server.keyspace.flushdb(client.db)
     return OK
 
 
@@ -297,14 +297,14 @@ def flushdb(client: Client, args: list[bytes]) -> Any:
 def flushall(client: Client, args: list[bytes]) -> Any:
     """Removes all keys from all databases."""
     _flush_args(args)
-    for db in range(len(client.server.store.dbs)):
-        client.server.store.flushdb(db)
+    for db in range(len(client.server.keyspace.dbs)):
+        client.server.keyspace.flushdb(db)
     return OK
 
 
 def db_index(client: Client, arg: bytes) -> int:
     index = parse_int(arg)
-    if not 0 <= index < len(client.server.store.dbs):
+    if not 0 <= index < len(client.server.keyspace.dbs):
         raise CommandError("DB index is out of range")
     return index
 
@@ -324,11 +324,11 @@ def swapdb(client: Client, args: list[bytes]) -> Any:
     """Swaps two Redis databases."""
     a = parse_int(args[1], "invalid first DB index")
     b = parse_int(args[2], "invalid second DB index")
-    databases = len(client.server.store.dbs)
+    databases = len(client.server.keyspace.dbs)
     if not (0 <= a < databases and 0 <= b < databases):
         raise CommandError("DB index is out of range")
     if a != b:
-        client.server.store.swapdb(a, b)
+        client.server.keyspace.swapdb(a, b)
         _swapped(client, a, b)
     return OK
 
@@ -337,7 +337,7 @@ def _swapped(client: Client, a: int, b: int) -> None:
     """After SWAPDB a b, as Redis: WATCHed keys that exist in either database are
     spoiled, and readers blocked in either get another look."""
     server = client.server
-    dbs = server.store.dbs
+    dbs = server.keyspace.dbs
     for db, key in list(server.watchers):
         if db in (a, b) and (key in dbs[a] or key in dbs[b]):
             server.key_touched(db, key)

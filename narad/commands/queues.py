@@ -121,9 +121,9 @@ def _parse_settings(client: Client, key: bytes, base: Settings, pairs: list[byte
 )
 def q_create(client: Client, args: list[bytes]) -> Any:
     key = args[1]
-    store = client.server.store
+    keyspace = client.server.keyspace
     settings = _parse_settings(client, key, Settings(), args[2:])
-    stream = store.get(client.db, key)
+    stream = keyspace.get(client.db, key)
     if stream is not None and stream.queue is not None:
         differences = stream.queue.settings.differences(settings)
         if differences:
@@ -135,7 +135,7 @@ def q_create(client: Client, args: list[bytes]) -> Any:
             raise CommandError(f"queue '{_text(key)}' exists with other settings: {shown}")
         return OK
     if stream is None:
-        stream = store.create_stream(client.db, key)
+        stream = keyspace.create_stream(client.db, key)
     stream.log_op(["q.create", settings.to_list(), new_secret()])
     assert stream.queue is not None
     client.server.queues.apply_settings(stream.queue)
@@ -153,11 +153,11 @@ def _text(raw: bytes) -> str:
 
 @command("q.drop", 2, "write", (1, 1, 1), "stream", summary="Deletes a queue and its messages.")
 def q_drop(client: Client, args: list[bytes]) -> Any:
-    store = client.server.store
-    stream = store.find(client.db, args[1])  # an unavailable queue too: dropping repairs it
+    keyspace = client.server.keyspace
+    stream = keyspace.find(client.db, args[1])  # an unavailable queue too: dropping repairs it
     if stream is None or stream.queue is None:
         return 0
-    store.delete(client.db, args[1])
+    keyspace.delete(client.db, args[1])
     return 1
 
 
@@ -208,7 +208,7 @@ def q_list(client: Client, args: list[bytes]) -> Any:
         raise syntax()
     names = [
         key
-        for key, stream in client.server.store.dbs[client.db].items()
+        for key, stream in client.server.keyspace.dbs[client.db].items()
         if stream.queue is not None and (pattern is None or glob_match(pattern, key))
     ]
     return sorted(names)
@@ -253,7 +253,7 @@ def q_push(client: Client, args: list[bytes]) -> Any:
         if (refusal := entry_too_large((b"payload", payload))) is not None:
             raise CommandError(refusal)
     stream = queue.stream
-    if client.server.store.validators:
+    if client.server.keyspace.validators:
         check_payloads(client, stream, payloads)
     first_offset = stream.data.next_offset
     sids = service.append(stream, [[b"payload", payload] for payload in payloads])
@@ -281,13 +281,13 @@ def q_push_run(
     if len(argv) != 3:
         return None
     key = argv[1]
-    store = client.server.store
-    stream = store.dbs[client.db].get(key)
+    keyspace = client.server.keyspace
+    stream = keyspace.dbs[client.db].get(key)
     if (
         stream is None
         or stream.queue is None
         or stream.queue.settings.delay
-        or not can_hold(store, stream)
+        or not can_hold(keyspace, stream)
     ):
         return None
     run = [argv]
@@ -436,7 +436,7 @@ def q_cancel(client: Client, args: list[bytes]) -> Any:
 
 
 def _stream(client: Client, key: bytes) -> Stream:
-    stream = client.server.store.get(client.db, key)
+    stream = client.server.keyspace.get(client.db, key)
     if stream is None:
         raise no_queue(key)
     return stream
@@ -486,7 +486,7 @@ def q_subscribe(client: Client, args: list[bytes]) -> Any:
 )
 def q_unsubscribe(client: Client, args: list[bytes]) -> Any:
     queue = client.server.queues.require(client, args[1])
-    source = client.server.store.get(client.db, args[2])
+    source = client.server.keyspace.get(client.db, args[2])
     if source is None or source.uid not in queue.subs:
         return 0
     queue.stream.log_op(["q.unsub", source.uid])

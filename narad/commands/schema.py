@@ -9,7 +9,7 @@
 
 The key must exist (a stream or a queue: every key is a stream) or the reply is
 NOQUEUE. The registry (narad/schema/registry.py) decides; this module parses
-arguments, logs the registry's ops through the store (keyed by the stream's uid) and
+arguments, logs the registry's ops through the keyspace (keyed by the stream's uid) and
 shapes replies. Every reply that follows a change leaves only after the op is
 committed (the server's commit barrier).
 
@@ -66,7 +66,7 @@ def check_entry(client: Client, stream: Stream, fields: list[bytes]) -> None:
     """XADD: raise `SCHEMA <path>: <reason> (version N)` unless the entry's
     [field, value, ...] pairs are accepted by the stream's latest schema version (as
     an object of strings, or the FIELD's value parsed as JSON). No schema: returns."""
-    active = client.server.store.validators.get(stream.uid)
+    active = client.server.keyspace.validators.get(stream.uid)
     if active is not None:
         _usable(active, stream).check_fields(fields)
 
@@ -85,7 +85,7 @@ def check_payloads(client: Client, stream: Stream, payloads: list[bytes]) -> Non
     - Appends, logs and changes nothing; call it after the command's arguments are
       parsed and before the first append, on the event loop thread.
     """
-    active = client.server.store.validators.get(stream.uid)
+    active = client.server.keyspace.validators.get(stream.uid)
     if active is not None:
         active = _usable(active, stream)
         for payload in payloads:
@@ -103,7 +103,7 @@ def _usable(active: Active | Unavailable, stream: Stream) -> Active | Unavailabl
 
 
 def _stream(client: Client, key: bytes) -> Stream:
-    stream = client.server.store.get(client.db, key)
+    stream = client.server.keyspace.get(client.db, key)
     if stream is None:
         raise no_queue(key)
     return stream
@@ -114,7 +114,7 @@ def _sound(client: Client, key: bytes) -> Stream:
     fault's error while a metadata op of it cannot be applied (keyspace.py); GET,
     VERSIONS and DROP (which resets the fault) still work."""
     stream = _stream(client, key)
-    fault = client.server.store.schemas.faults.get(stream.uid)
+    fault = client.server.keyspace.schemas.faults.get(stream.uid)
     if fault is not None:
         raise fault.error(key)
     return stream
@@ -157,14 +157,14 @@ def schema_set(client: Client, args: list[bytes]) -> Any:
     mode = _mode(options)
     field = options.get(b"field")
     stream = _sound(client, args[2])
-    store = client.server.store
+    keyspace = client.server.keyspace
     uid = uid_key(stream.uid)
-    op = store.schemas.registry.propose(
+    op = keyspace.schemas.registry.propose(
         uid, args[3], mode, None if field is None else _field_name(field)
     )
     if op is not None:
-        store.schema_op(op)
-    latest = store.schemas.registry.get(uid)
+        keyspace.schema_op(op)
+    latest = keyspace.schemas.registry.get(uid)
     assert latest is not None
     return latest.number
 
@@ -182,7 +182,7 @@ def schema_get(client: Client, args: list[bytes]) -> Any:
         if number <= 0:
             raise CommandError("value is out of range, must be positive")
     stream = _stream(client, args[2])
-    version = client.server.store.schemas.registry.get(uid_key(stream.uid), number)
+    version = client.server.keyspace.schemas.registry.get(uid_key(stream.uid), number)
     if version is None:
         return None
     field = None if version.field is None else version.field.encode()
@@ -196,7 +196,7 @@ def schema_get(client: Client, args: list[bytes]) -> Any:
 )
 def schema_versions(client: Client, args: list[bytes]) -> Any:
     stream = _stream(client, args[2])
-    return client.server.store.schemas.registry.versions(uid_key(stream.uid))
+    return client.server.keyspace.schemas.registry.versions(uid_key(stream.uid))
 
 
 @command(
@@ -207,7 +207,7 @@ def schema_versions(client: Client, args: list[bytes]) -> Any:
 def schema_check(client: Client, args: list[bytes]) -> Any:
     mode = _mode(_options(args, 4, (b"compat",)))
     stream = _sound(client, args[2])
-    reasons = client.server.store.schemas.registry.check(uid_key(stream.uid), args[3], mode)
+    reasons = client.server.keyspace.schemas.registry.check(uid_key(stream.uid), args[3], mode)
     if reasons:
         raise IncompatibleError(reasons)
     return OK
@@ -222,13 +222,13 @@ def schema_compat(client: Client, args: list[bytes]) -> Any:
         raise syntax()
     mode = parse_mode(args[3]) if len(args) == 4 else None
     stream = _stream(client, args[2]) if mode is None else _sound(client, args[2])
-    store = client.server.store
+    keyspace = client.server.keyspace
     uid = uid_key(stream.uid)
     if mode is None:
-        return store.schemas.registry.mode(uid).value.encode()
-    op = store.schemas.registry.propose_compat(uid, mode)
+        return keyspace.schemas.registry.mode(uid).value.encode()
+    op = keyspace.schemas.registry.propose_compat(uid, mode)
     if op is not None:
-        store.schema_op(op)
+        keyspace.schema_op(op)
     return OK
 
 
@@ -239,11 +239,11 @@ def schema_compat(client: Client, args: list[bytes]) -> Any:
 )
 def schema_drop(client: Client, args: list[bytes]) -> Any:
     stream = _stream(client, args[2])
-    store = client.server.store
-    op = store.schemas.registry.propose_drop(uid_key(stream.uid))
+    keyspace = client.server.keyspace
+    op = keyspace.schemas.registry.propose_drop(uid_key(stream.uid))
     if op is None:
         return 0
-    store.schema_op(op)
+    keyspace.schema_op(op)
     return 1
 
 

@@ -37,7 +37,7 @@ def entry_reply(entry: Entry) -> list[Any]:
 
 
 def get_stream(client: Client, key: bytes) -> Stream | None:
-    return client.server.store.get(client.db, key)
+    return client.server.keyspace.get(client.db, key)
 
 
 def written(client: Client, key: bytes) -> None:
@@ -136,10 +136,10 @@ def xadd(client: Client, args: list[bytes]) -> Any:
     if args[2] == b"*" and len(args) & 1:
         # The hot path, `XADD key * field value ...` on an existing stream: the same
         # steps as below with every option absent.
-        store = client.server.store
-        stream = store.dbs[client.db].get(args[1])
+        keyspace = client.server.keyspace
+        stream = keyspace.dbs[client.db].get(args[1])
         if stream is not None and stream.last_id != ids.ID_MAX:
-            if store.validators:  # a schema somewhere: one dict lookup for this key
+            if keyspace.validators:  # a schema somewhere: one dict lookup for this key
                 check_entry(client, stream, args[3:])
             last = stream.last_id
             ms = time.time_ns() // 1_000_000
@@ -162,13 +162,13 @@ def xadd(client: Client, args: list[bytes]) -> Any:
         raise CommandError("The ID specified in XADD must be greater than 0-0")
     if (refusal := entry_too_large(fields)) is not None:  # before the key is made
         raise CommandError(refusal)
-    store = client.server.store
+    keyspace = client.server.keyspace
     key = args[1]
-    stream = store.get(client.db, key)
+    stream = keyspace.get(client.db, key)
     if stream is None:
         if opts.nomkstream:
             return None
-        stream = store.create_stream(client.db, key)
+        stream = keyspace.create_stream(client.db, key)
     last = stream.last_id
     if last == ids.ID_MAX:
         raise CommandError(IDS_EXHAUSTED)
@@ -177,7 +177,7 @@ def xadd(client: Client, args: list[bytes]) -> Any:
         raise CommandError(
             "The ID specified in XADD is equal or smaller than the target stream top item"
         )
-    if store.validators:
+    if keyspace.validators:
         check_entry(client, stream, fields)
     stream.add(new_id, fields)
     written(client, key)
@@ -203,9 +203,9 @@ def xadd_run(
     key = argv[1]
     if argv[2] != b"*" or not len(argv) & 1:
         return None
-    store = client.server.store
-    stream = store.dbs[client.db].get(key)
-    if stream is None or not can_hold(store, stream):
+    keyspace = client.server.keyspace
+    stream = keyspace.dbs[client.db].get(key)
+    if stream is None or not can_hold(keyspace, stream):
         return None
     run = [argv]
     name = argv[0]

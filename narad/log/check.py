@@ -15,7 +15,7 @@ into problem kinds:
 - checkpoint: a damaged or malformed checkpoint file. Not repairable.
 - io-error: a file that cannot be read (or, when repairing, written).
 - meta-op: a data dir's metadata op that replay cannot apply (found and repaired by
-  narad/metalog.py and store.repair_metadata, not here). Repairable.
+  narad/metalog.py and keyspace.repair_metadata, not here). Repairable.
 - state-op: a stream's state op that replay cannot apply (found and repaired by
   narad/streams/stream.py's check_states and repair_states, not here). Repairable.
 - commit, log-behind, log-ahead: a data dir's journal against its logs (found by

@@ -68,7 +68,7 @@ def write(journal_path: Path, found: Checkpoint) -> None:
 
 def rebase(journal_path: Path, ends: dict[int, int]) -> None:
     """Record new ends for logs that a repair edited, in the checkpoint in force; only
-    sound when the journal holds no commit after it (store.settle_journal)."""
+    sound when the journal holds no commit after it (keyspace.settle_journal)."""
     found = read(journal_path)
     if found is None:
         raise ValueError(f"{journal_path}: no journal checkpoint to rebase")

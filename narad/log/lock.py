@@ -1,6 +1,6 @@
 """The folder lock: one writer at a time in a data dir.
 
-A server holds it on its data dir for as long as it runs (narad/store.py), and so
+A server holds it on its data dir for as long as it runs (narad/keyspace.py), and so
 does `narad check --repair` while it repairs, so that neither writes into files the
 other has open. It is an flock(2) on `narad.lock` in the folder: the kernel drops it
 when the holder exits, however it exits, so a crash never leaves a stale lock. The

@@ -89,7 +89,7 @@ class PushConsumer:
 class QueueService:
     def __init__(self, server: Server) -> None:
         self.server = server
-        self.store = server.store
+        self.keyspace = server.keyspace
         self.clock = Clock()
         self._timer: asyncio.TimerHandle | None = None
         self._timer_due = 0
@@ -103,13 +103,13 @@ class QueueService:
 
     def queues(self) -> Iterator[Queue]:
         """Every available queue. An unavailable one (its state log could not be
-        replayed: narad/store.py) is never served, timed, fed nor copied from."""
-        for stream in self.store.streams.values():
+        replayed: narad/keyspace.py) is never served, timed, fed nor copied from."""
+        for stream in self.keyspace.streams.values():
             if stream.queue is not None and stream.fault is None:
                 yield stream.queue
 
     def get(self, db: int, key: bytes) -> Queue | None:
-        stream = self.store.get(db, key)
+        stream = self.keyspace.get(db, key)
         return None if stream is None else stream.queue
 
     def require(self, client: Client, key: bytes) -> Queue:
@@ -121,7 +121,7 @@ class QueueService:
     # -- lifecycle --------------------------------------------------------------------
 
     def opened(self) -> None:
-        """After the store opened: settings into the logs, subscription positions
+        """After the keyspace opened: settings into the logs, subscription positions
         recovered, timers armed."""
         for queue in list(self.queues()):
             if queue.secret is None:  # made before receipts were signed
@@ -135,7 +135,7 @@ class QueueService:
     def apply_settings(self, queue: Queue) -> None:
         """The settings that live in the data log's config (retention)."""
         data = queue.stream.data
-        base = self.store.log_config()
+        base = self.keyspace.log_config()
         s = queue.settings
         data.config = data.config._replace(
             retention_ms=s.retention or base.retention_ms,
@@ -367,7 +367,7 @@ class QueueService:
         dropped, as for a DLQ that is gone)."""
         if not queue.settings.dlq:
             return None
-        stream = self.store.dbs[queue.stream.db].get(queue.settings.dlq)
+        stream = self.keyspace.dbs[queue.stream.db].get(queue.settings.dlq)
         dlq = None if stream is None else stream.queue
         if dlq is None or dlq is queue or self.schema_faulted(dlq.stream):
             return None
@@ -377,7 +377,7 @@ class QueueService:
         """Whether `stream`'s schema state is unusable (a metadata op of it faulted:
         narad/schema/keyspace.py): the server appends nothing to it on its own, as for
         an unavailable stream, until Q.SCHEMA DROP or a repair."""
-        return stream.uid in self.store.schemas.faults
+        return stream.uid in self.keyspace.schemas.faults
 
     def schema_refusal(self, stream: Stream, fields: list[bytes]) -> PayloadError | None:
         """Why `stream`'s schema refuses an entry the server appends on its own (a
@@ -390,7 +390,7 @@ class QueueService:
         (SOURCE_FIELDS, ORIGIN_FIELDS) are set aside; what remains is judged as a
         Q.PUSH payload when it is a lone `payload` field, else as XADD judges an entry.
         """
-        active = self.store.validators.get(stream.uid)
+        active = self.keyspace.validators.get(stream.uid)
         if active is None:
             return None
         if isinstance(active, Unavailable):
@@ -480,7 +480,7 @@ class QueueService:
         copies (forward runs again for them)."""
         sources = {uid for queue in self.subscribing for uid in queue.subs}
         return any(
-            (stream := self.store.streams.get(uid)) is not None and stream.data in written
+            (stream := self.keyspace.streams.get(uid)) is not None and stream.data in written
             for uid in sources
         )
 
@@ -494,7 +494,7 @@ class QueueService:
                 self.subscribing.discard(queue)
                 continue
             for sub in list(queue.subs.values()):
-                source = self.store.streams.get(sub.source)
+                source = self.keyspace.streams.get(sub.source)
                 if source is None:  # the source was deleted: the subscription ends
                     queue.stream.log_op(["q.unsub", sub.source])
                     continue
@@ -560,7 +560,7 @@ class QueueService:
         still reaches the offset it was logged at (then every copy before is there)."""
         stream = queue.stream
         sub = queue.subs[source_uid]
-        source = self.store.streams.get(source_uid)
+        source = self.keyspace.streams.get(source_uid)
         if source is None:
             stream.log_op(["q.unsub", source_uid])
             return
@@ -580,7 +580,7 @@ class QueueService:
         """The queues that subscribe to `stream`, unavailable ones too: a cycle through
         one would copy without end once it is repaired."""
         return [
-            s.queue for s in self.store.streams.values()
+            s.queue for s in self.keyspace.streams.values()
             if s.queue is not None and stream.uid in s.queue.subs
         ]
 

@@ -1,4 +1,4 @@
-"""The schema registry as the store keeps it: keyed by stream uid, with the active
+"""The schema registry as the keyspace keeps it: keyed by stream uid, with the active
 validator of every stream that has a schema ready for the produce path.
 
 Rules:
@@ -18,7 +18,7 @@ Rules:
   that resets it: a schema.drop, the stream's delete, or a snapshot. Its produce
   path answers the fault's error (`Unavailable`); nothing is guessed.
 
-Pure state, like the registry: the store logs the ops and calls `apply`.
+Pure state, like the registry: the keyspace logs the ops and calls `apply`.
 """
 
 from __future__ import annotations

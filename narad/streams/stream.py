@@ -13,8 +13,8 @@ state log.
 - Replaying never raises, so a node always starts on its own data: the first op that
   cannot be applied (a record that is not an op, an unknown op, a wrong shape, an op
   its handler refuses) becomes the stream's `fault` and ends the replay there, since
-  later ops may depend on it. The state is then unknown; the store keeps the stream
-  out of reach (narad/store.py) and nothing writes to it until it is deleted or
+  later ops may depend on it. The state is then unknown; the keyspace keeps the stream
+  out of reach (narad/keyspace.py) and nothing writes to it until it is deleted or
   `narad check --repair` truncates the state log at that op (`repair_states`).
 
 In memory a stream keeps only its counters, the offsets of deleted entries still in
@@ -89,7 +89,7 @@ class StateFault(Fault):
 
 
 def state_log_name(uid: int) -> str:
-    """Where stream `uid`'s state log lives, relative to the data dir (store.py)."""
+    """Where stream `uid`'s state log lives, relative to the data dir (keyspace.py)."""
     return f"streams/{uid}/state"
 
 
@@ -120,7 +120,7 @@ class Stream:
         journal: Committer,
     ) -> None:
         """Open the stream's logs; its state is read from them by `load` (after the
-        journal's recovery has given them what they lack: narad/store.py)."""
+        journal's recovery has given them what they lack: narad/keyspace.py)."""
         self.uid = uid
         self.folder = folder
         self.journal = journal
@@ -141,7 +141,7 @@ class Stream:
         self.max_deleted_id = 0
         self.groups: dict[bytes, Group] = {}
         self.queue: Queue | None = None  # set when the stream is a queue (narad/queues)
-        self.db = 0  # where the keyspace holds it, kept by the store
+        self.db = 0  # where the keyspace holds it, kept by the keyspace
         self.key = b""
         self.node_entries = 100  # stream-node-max-entries, for `~` trimming
         self.last_id = 0  # the stream's last ID: its last entry's, or XSETID's if higher
@@ -558,10 +558,10 @@ def repair_states(root: Path) -> int:
     again, so every receipt handed out before the repair must be refused. Returns how
     many logs were truncated. The caller holds the data dir's lock
     (narad/log/lock.py)."""
+    from narad.keyspace import settle_journal
     from narad.log import checkpointer
     from narad.log.journal import JOURNAL_FOLDER, KIND_STATE, log_key
     from narad.queues.queue import new_secret
-    from narad.store import settle_journal
 
     settle_journal(root)
     repaired = 0

@@ -1,5 +1,5 @@
 """`narad check` on a data dir holds its journal against its logs
-(narad/log/check_journal.py): data dirs made by a real Store, damaged by hand, checked
+(narad/log/check_journal.py): data dirs made by a real Keyspace, damaged by hand, checked
 by the real command line in a process of its own."""
 
 from __future__ import annotations
@@ -10,12 +10,12 @@ from pathlib import Path
 
 import pytest
 
+from narad.keyspace import Keyspace
 from narad.log import Log, format
 from narad.log import journal as journal_module
 from narad.log.checkpointer import CHECKPOINT_FILE
 from narad.log.format import FLAG_ENTRY, encode_fields
 from narad.log.journal import FLAG_CONTINUES
-from narad.store import Store
 from narad.streams.stream import Stream
 from tests.journaled import crash, open_store
 
@@ -58,7 +58,7 @@ def data_dir(folder: Path) -> Path:
     return folder
 
 
-def crashed(folder: Path, behind: int = 3) -> Store:
+def crashed(folder: Path, behind: int = 3) -> Keyspace:
     """data_dir, reopened, `behind` more entries committed to the journal only, then
     crashed: the data log lacks what the journal holds past the checkpoint."""
     data_dir(folder)

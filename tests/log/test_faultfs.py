@@ -183,7 +183,7 @@ def test_a_new_folder_is_an_entry_of_its_parent(fs: FaultFS, cuts: Cuts) -> None
 
 
 def test_a_removed_folder_comes_back_without_a_parent_fsync(fs: FaultFS, cuts: Cuts) -> None:
-    # How narad/store.py removes a stream's folder: shutil.rmtree, by descriptors.
+    # How narad/keyspace.py removes a stream's folder: shutil.rmtree, by descriptors.
     gone = fs.root / "gone"
     gone.mkdir()
     write_durably(gone / "f", b"kept")
@@ -265,7 +265,7 @@ def test_a_new_log_folder_survives_a_cut_after_its_first_sync(fs: FaultFS, cuts:
 
 
 def test_a_log_cut_right_after_a_roll_can_roll_again(fs: FaultFS, cuts: Cuts) -> None:
-    # narad/store.py's _compact rolls, then syncs a snapshot into the new segment; a
+    # narad/keyspace.py's _compact rolls, then syncs a snapshot into the new segment; a
     # cut between the two leaves an empty active segment, and the compaction at the
     # next start rolls first.
     log = Log.open(fs.root, SMALL)

@@ -1,5 +1,5 @@
 """The node's journal (narad/log/journal.py) and recovery from it, through a real
-Store on real files: a commit is one journal record and one fsync however many logs
+Keyspace on real files: a commit is one journal record and one fsync however many logs
 it touched; after a crash every log gets exactly what the journal holds; damage the
 node cannot mend is refused, naming what is wrong."""
 
@@ -10,11 +10,11 @@ from pathlib import Path
 
 import pytest
 
+from narad.keyspace import Keyspace
 from narad.log import Log, LogCorrupted, checkpoint
 from narad.log import journal as journal_module
 from narad.log.checkpointer import CHECKPOINT_FILE
 from narad.log.journal import FLAG_CONTINUES, commits
-from narad.store import Store
 from narad.streams.stream import Stream
 from tests.journaled import crash, open_store
 
@@ -31,7 +31,7 @@ def add(stream: Stream, n: int) -> list[int]:
     return sids
 
 
-def entries(store: Store, key: bytes) -> list[int]:
+def entries(store: Keyspace, key: bytes) -> list[int]:
     stream = store.get(0, key)
     return [] if stream is None else [sid for sid, _ in stream.range(0, 1 << 128)]
 

@@ -12,8 +12,8 @@ from pathlib import Path
 import pytest
 
 from narad.config import Config
+from narad.keyspace import Keyspace
 from narad.log.files import OPEN_FILES
-from narad.store import Store
 from tests.servers import NaradProcess, wait_until
 
 
@@ -22,7 +22,7 @@ def test_a_store_with_more_logs_than_open_files(
 ) -> None:
     monkeypatch.setattr(OPEN_FILES, "limit", 8)
     OPEN_FILES.refit()
-    store = Store(Config.load(None, [("dir", str(tmp_path))]))
+    store = Keyspace(Config.load(None, [("dir", str(tmp_path))]))
     store.open()
     streams = [store.create_stream(0, b"s%d" % i) for i in range(40)]
     for round_ in range(3):
@@ -33,7 +33,7 @@ def test_a_store_with_more_logs_than_open_files(
     assert len(OPEN_FILES) <= 8 and OPEN_FILES.opens > 40
     assert all(len(s.range(0, 1 << 128)) == 3 for s in streams)
     store.close()
-    store = Store(Config.load(None, [("dir", str(tmp_path))]))
+    store = Keyspace(Config.load(None, [("dir", str(tmp_path))]))
     store.open()
     for i in range(40):
         stream = store.get(0, b"s%d" % i)

@@ -361,7 +361,7 @@ def test_a_server_without_schemas_loads_no_schema_engine() -> None:
         "narad.schema.validate",
     ]
     code = (
-        "import sys, narad.commands, narad.server, narad.store\n"
+        "import sys, narad.commands, narad.server, narad.keyspace\n"
         f"print([m for m in {heavy!r} if m in sys.modules])\n"
     )
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)

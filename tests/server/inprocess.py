@@ -19,7 +19,7 @@ def open_server(folder: Path, *settings: tuple[str, str]) -> Server:
     """A server on the running loop with its store open, listening nowhere."""
     server = Server(Config.load(None, [("dir", str(folder)), *settings]))
     server.loop = asyncio.get_running_loop()
-    server.store.open(server)
+    server.keyspace.open(server)
     return server
 
 

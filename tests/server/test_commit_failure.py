@@ -15,7 +15,7 @@ import os
 from pathlib import Path
 
 from narad.config import Config
-from narad.store import Store
+from narad.keyspace import Keyspace
 from tests.server.inprocess import connect, open_server, reply
 
 XADD = b"*5\r\n$4\r\nXADD\r\n$1\r\ns\r\n$1\r\n*\r\n$1\r\nf\r\n$1\r\nv\r\n"
@@ -26,13 +26,13 @@ async def _scenario(folder: Path) -> tuple[bytes, bytes, int]:
     first = await connect(server)
     await server.loop.sock_sendall(first, XADD)
     committed = await reply(first)
-    journal = server.store.journal.log
+    journal = server.keyspace.journal.log
     os.close(journal.active.fd)  # the next commit's write meets EBADF
     await server.loop.sock_sendall(first, XADD)
     failed = await reply(first)
     journal.active.fd = -1  # closed above: closing it again could close a socket
     first.close()
-    server.store.close()
+    server.keyspace.close()
     return committed, failed, server.exit_status
 
 
@@ -41,7 +41,7 @@ def test_a_failed_commit_disconnects_its_clients_and_stops_the_server(tmp_path: 
     assert committed.startswith(b"$") and committed.endswith(b"-0\r\n")
     assert failed == b"<closed>"  # no reply: it would claim what the commit did not do
     assert status == 1  # the server asked itself to stop, to exit with this status
-    store = Store(Config.load(None, [("dir", str(tmp_path))]))
+    store = Keyspace(Config.load(None, [("dir", str(tmp_path))]))
     store.open()
     stream = store.get(0, b"s")
     assert stream is not None and stream.length == 1  # only the committed entry
@@ -61,11 +61,11 @@ async def _held_until_released(folder: Path) -> tuple[bytes, bytes, bytes, bytes
     await server.loop.sock_sendall(reader, b"XLEN s\r\n")
     await asyncio.sleep(0.05)
     early = await _available(writer), await _available(reader)
-    barrier.release(server.store.journal.position)
+    barrier.release(server.keyspace.journal.position)
     added, length = await reply(writer), await reply(reader)
     for sock in (writer, reader):
         sock.close()
-    server.store.close()
+    server.keyspace.close()
     return *early, added, length
 
 

@@ -48,7 +48,7 @@ async def _replies(*socks: socket.socket) -> list[list[Any]]:
 
 
 def _commits(server: Server) -> int:
-    return server.store.journal.stats.commits
+    return server.keyspace.journal.stats.commits
 
 
 async def _setup(folder: Path, clients: int, *streams: bytes) -> tuple[Server, list[socket.socket]]:
@@ -68,7 +68,7 @@ async def _setup_on(server: Server, clients: int, *streams: bytes) -> list[socke
 def _close(server: Server, socks: list[socket.socket]) -> None:
     for sock in socks:
         sock.close()
-    server.store.close()
+    server.keyspace.close()
 
 
 async def _reader_after_adds(folder: Path) -> None:

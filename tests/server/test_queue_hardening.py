@@ -12,8 +12,8 @@ import pytest
 import redis
 
 from narad.config import Config
+from narad.keyspace import Keyspace
 from narad.queues.queue import Settings
-from narad.store import Store
 from narad.streams.stream import Stream, pack_id
 from tests.server.raw import Raw
 from tests.servers import NaradProcess
@@ -308,10 +308,10 @@ def test_receipts_survive_a_restart(narad: NaradProcess) -> None:
     r.close()
 
 
-def _unsigned_queue(data: Path, payload: bytes) -> tuple[Store, Stream]:
+def _unsigned_queue(data: Path, payload: bytes) -> tuple[Keyspace, Stream]:
     """A store in `data` with queue `q` made as older versions made it (a `q.create`
     op without a secret) holding one message; the caller closes the store."""
-    store = Store(Config.load(None, [("dir", str(data))]))
+    store = Keyspace(Config.load(None, [("dir", str(data))]))
     store.open()
     stream = store.create_stream(0, b"q")
     stream.log_op(["q.create", Settings().to_list()])
@@ -350,7 +350,7 @@ def test_numbers_past_their_fields_in_an_older_data_dir(tmp_path: Path) -> None:
 
     now = time.time_ns() // 1_000_000
     data = tmp_path / "old" / "data"
-    store = Store(Config.load(None, [("dir", str(data))]))
+    store = Keyspace(Config.load(None, [("dir", str(data))]))
     store.open()
     stream = store.create_stream(0, b"q")
     stream.log_op(["q.create", Settings().to_list()])
@@ -385,7 +385,7 @@ def test_the_secret_and_counters_survive_a_snapshot(
     from narad.streams import stream as stream_module
 
     config = Config.load(None, [("dir", str(tmp_path / "data"))])
-    store = Store(config)
+    store = Keyspace(config)
     store.open()
     stream = store.create_stream(0, b"q")
     stream.log_op(["q.create", Settings().to_list(), b"s" * 16])
@@ -394,7 +394,7 @@ def test_the_secret_and_counters_survive_a_snapshot(
     store.maintain()
     assert stream.state.start_offset == stream.state.next_offset - 1  # one op: the snapshot
     store.close()
-    store = Store(config)
+    store = Keyspace(config)
     store.open()
     queue = store.get(0, b"q").queue  # type: ignore[union-attr]
     assert queue is not None and (queue.secret, queue.schema_rejected) == (b"s" * 16, 3)

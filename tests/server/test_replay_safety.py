@@ -18,10 +18,10 @@ import msgpack
 import pytest
 import redis
 
+from narad.keyspace import log_records
 from narad.log import FLAG_ENTRY, Log, LogConfig
 from narad.metalog import DATABASES_ANY, MetaState
 from narad.schema.keyspace import StreamSchemas
-from narad.store import log_records
 from tests import journaled
 from tests.servers import NaradProcess, wait_until
 

@@ -555,12 +555,12 @@ def test_kill_9_during_schema_changes_keeps_every_acked_version(narad: NaradProc
 
 
 class InProcess:
-    """A real Server and Store on a data dir, without sockets; handlers called
+    """A real Server and Keyspace on a data dir, without sockets; handlers called
     directly as the server would call them."""
 
     def __init__(self, folder: Path) -> None:
         self.server = Server(Config.load(None, [("dir", str(folder))]))
-        self.server.store.open(self.server)
+        self.server.keyspace.open(self.server)
         self.client = Client(self.server)
 
     def run(self, *args: str | bytes) -> Any:
@@ -572,12 +572,12 @@ class InProcess:
         return cmd.handler(self.client, argv)
 
     def close(self) -> None:
-        self.server.store.close()
+        self.server.keyspace.close()
 
 
 def test_metadata_snapshot_keeps_schemas(tmp_path: Path) -> None:
     node = InProcess(tmp_path)
-    store = node.server.store
+    store = node.server.keyspace
     node.run("XADD", "a", "*", "sku", "A-1", "qty", "1")
     node.run("XADD", "gone", "*", "x", "y")
     node.run("Q.SCHEMA", "SET", "a", ORDER_TEXT)
@@ -594,7 +594,7 @@ def test_metadata_snapshot_keeps_schemas(tmp_path: Path) -> None:
     node.close()
 
     node = InProcess(tmp_path)
-    store = node.server.store
+    store = node.server.keyspace
     assert store.meta is not None and store.meta.start_offset == first  # replayed the snapshot
     assert node.run("Q.SCHEMA", "VERSIONS", "a") == [1, 2]
     assert node.run("Q.SCHEMA", "COMPAT", "a") == b"FULL_TRANSITIVE"
@@ -611,7 +611,7 @@ def test_metadata_snapshot_keeps_schemas(tmp_path: Path) -> None:
 def test_check_payloads(tmp_path: Path) -> None:
     node = InProcess(tmp_path)
     node.run("XADD", "q", "*", "x", "y")
-    stream = node.server.store.dbs[0][b"q"]
+    stream = node.server.keyspace.dbs[0][b"q"]
     check_payloads(node.client, stream, [b"not json", b"{}"])  # no schema: nothing judged
     node.run("Q.SCHEMA", "SET", "q", DOC, "FIELD", "doc")  # FIELD is XADD's only
     check_payloads(node.client, stream, [b'{"n": 1}', b' {"n": 2, "m": []}\n'])

@@ -686,7 +686,7 @@ class FakeStore:
 
 class FakeServer:
     def __init__(self, store: FakeStore) -> None:
-        self.store = store
+        self.keyspace = store
         self.signaled: list[bytes] = []  # blocked readers woken there
         self.touched: list[bytes] = []  # WATCHers told there
 
@@ -738,7 +738,7 @@ def plain_stream_command(store: FakeStore, args: list[bytes]) -> Any:
 def run_narad(client: FakeClient, args: list[bytes]) -> Any:
     """Dispatch as narad/server.py does: table lookup, subcommand, arity, handler."""
     if args[0].lower() in (b"xadd", b"xdel", b"xtrim", b"del"):
-        return plain_stream_command(client.server.store, args)  # type: ignore[attr-defined]
+        return plain_stream_command(client.server.keyspace, args)  # type: ignore[attr-defined]
     cmd = COMMANDS[args[0].lower()]
     try:
         if cmd.subcommands and len(args) >= 2:
@@ -761,8 +761,8 @@ class Peers:
     """The same script against Narad's handlers and redis-server."""
 
     def __init__(self, folder: Path, port: int) -> None:
-        self.store = FakeStore(folder)
-        self.client = FakeClient(FakeServer(self.store))
+        self.keyspace = FakeStore(folder)
+        self.client = FakeClient(FakeServer(self.keyspace))
         self.redis = RedisPeer(port)
         self.redis.call([b"FLUSHALL"])
 
@@ -784,7 +784,7 @@ class Peers:
 def peers(tmp_path: Path, redis_port: int) -> Iterator[Peers]:
     p = Peers(tmp_path / "narad", redis_port)
     yield p
-    p.store.close()
+    p.keyspace.close()
 
 
 SCRIPTS = {
@@ -1090,7 +1090,7 @@ def test_resp3_replies_against_redis(tmp_path: Path, redis_port: int) -> None:
             XPENDING s g
         """)
     finally:
-        peers.store.close()
+        peers.keyspace.close()
 
 
 # -- commands on a fixed clock, and blocking ---------------------------------------------------
@@ -1224,7 +1224,7 @@ def test_blocked_read_count_defaults_to_1000(narad_only: tuple[FakeClient, Clock
     client, _ = narad_only
     call(client, "XGROUP CREATE s g $ MKSTREAM")
     block = start_read(client, "XREADGROUP GROUP g a BLOCK 0 STREAMS s >")
-    stream = client.server.store.get(0, b"s")
+    stream = client.server.keyspace.get(0, b"s")
     assert stream is not None
     fill(stream, *range(1, 1201))
     reply = wire(block.retry(b"s"))

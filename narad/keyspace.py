@@ -58,7 +58,7 @@ from narad.streams.stream import Stream, log_records
 if TYPE_CHECKING:
     from narad.server import Server
 
-logger = logging.getLogger("narad.store")
+logger = logging.getLogger("narad.keyspace")
 
 META_COMPACT_OPS = 10_000
 STATE_SEGMENT_BYTES = 8 * 1024 * 1024
@@ -68,7 +68,7 @@ STATE_SEGMENT_BYTES = 8 * 1024 * 1024
 DataDirBusy = FolderBusy
 
 
-class Store:
+class Keyspace:
     def __init__(self, config: Config) -> None:
         self.config = config
         self.root = Path(str(config["dir"])).resolve()
@@ -449,9 +449,9 @@ def settle_journal(root: Path) -> None:
     journal's end, so that every log holds all its records in its own files and the
     journal holds nothing after its checkpoint: a repair may then edit logs, and
     `checkpointer.rebase` records their new ends. The caller holds the lock."""
-    store = Store(Config.load(None, [("dir", str(root))]))
-    store.open(locked=True)
-    store.close()
+    keyspace = Keyspace(Config.load(None, [("dir", str(root))]))
+    keyspace.open(locked=True)
+    keyspace.close()
 
 
 def repair_metadata(root: Path) -> int:
