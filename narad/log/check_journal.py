@@ -7,6 +7,8 @@ every stream the metadata names) against what the journal says it holds. The jou
 folder's segments themselves are checked like every log folder by narad/log/check.py.
 
 What is reported (kinds of narad/log/check.py):
+- offsets: the newest journal segment recorded at its roll (journal/newest) is gone,
+  deleted by hand: the commits it held are lost. Not repairable.
 - checkpoint: the checkpoint file is missing while the journal holds records, damaged,
   malformed, or at a position outside the journal's retained records. Not repairable:
   no one can tell which commits the logs hold durably.
@@ -55,13 +57,14 @@ from narad.log.journal import (
     KIND_DATA,
     KIND_META,
     KIND_STATE,
+    NEWEST_FILE,
     BadCommit,
     decode_commit,
     describe_key,
     log_key,
 )
 from narad.log.log import START_CHECKPOINT
-from narad.log.segment import zero_tail
+from narad.log.segment import segment_name, zero_tail
 
 # Records of one log whose bytes differ from the journal's, listed; more are counted
 # in the last one's text.
@@ -174,6 +177,14 @@ def walk_journal(root: Path, progress: ProgressSink | None = None) -> JournalWal
     first_base = segments[0][0] if segments else 0
     walk.start = max(first_base, logical_start(folder))
     walk.end = log_end(folder)
+    newest = checkpoint.read(folder / NEWEST_FILE)
+    if segments and newest and len(newest) == 1 and newest[0].startswith("segment "):
+        recorded = int(newest[0].split()[1])
+        if recorded > segments[-1][0]:
+            what = (f"missing: the journal's newest segment, from position {recorded} on "
+                    f"(the newest present starts at {segments[-1][0]}); its commits are lost")
+            gone = folder / segment_name(recorded)
+            walk.problems.append(Problem(Kind.OFFSETS, gone, None, what))
     path = folder / CHECKPOINT_FILE
     try:
         at = read_checkpoint(folder)

@@ -44,12 +44,17 @@ from typing import Any
 
 import msgpack
 
-from narad.log import format
-from narad.log.log import FsyncPolicy, Log, LogConfig, LogFailed
+from narad.log import checkpoint, format
+from narad.log.log import FsyncPolicy, Log, LogConfig, LogCorrupted, LogFailed
+from narad.log.segment import segment_name
 
 logger = logging.getLogger("narad.log")
 
 JOURNAL_FOLDER = "journal"
+# `<dir>/journal/newest`: the base offset of the newest segment the journal made,
+# written (crash-safe) at each roll, so that a newest segment deleted by hand is a
+# refusal to start rather than commits silently lost.
+NEWEST_FILE = "newest"
 JOURNAL_VERSION = 1
 SEGMENT_BYTES = 64 * 1024 * 1024
 # A commit larger than this is split into several records (FLAG_CONTINUES), at record
@@ -211,6 +216,11 @@ class Journal:
         self.path = root / JOURNAL_FOLDER
         self.policy = policy
         self.log = Log.open(self.path, LogConfig(segment_bytes=SEGMENT_BYTES, segment_ms=0))
+        try:
+            self._newest = self._check_newest()
+        except LogCorrupted:
+            self.log.close()
+            raise
         self.stats = CommitStats()
         self.logs: dict[int, Log] = {}  # key -> every open log of the node
         self._dirty: dict[Log, None] = {}  # logs with records for the next commit
@@ -233,6 +243,42 @@ class Journal:
     def position(self) -> int:
         """Commits in the journal (the node's offset)."""
         return self.log.next_offset
+
+    # -- the newest segment -----------------------------------------------------------
+
+    def _check_newest(self) -> int:
+        """Refuse a journal whose newest segment, as recorded at its roll, is gone;
+        record the newest segment when the record is missing or behind."""
+        have = self.log.active.base_offset
+        lines = checkpoint.read(self.path / NEWEST_FILE)
+        recorded = None
+        if lines and len(lines) == 1 and lines[0].startswith("segment "):
+            recorded = int(lines[0].split()[1])
+        if recorded is not None and recorded > have:
+            raise LogCorrupted(
+                f"{self.path}: journal segment {segment_name(recorded)} is missing (the "
+                f"newest segment the journal made; the newest one present starts at "
+                f"position {have}): commits from position {recorded} on are gone, and "
+                "the logs may hold records of them. Restore the segment, or run narad "
+                "check to see what is lost"
+            )
+        if recorded != have:
+            self._record_newest(have)
+        return have
+
+    def _record_newest(self, base: int) -> None:
+        checkpoint.write(self.path / NEWEST_FILE, [f"segment {base}"])
+        self._newest = base
+
+    def truncate(self, position: int) -> None:
+        """Delete every commit from `position` on (durably, crash-safe: the record of
+        the newest segment is lowered before any segment goes)."""
+        bases = [seg.base_offset for seg in self.log.segments]
+        below = [b for b in bases if b < position]
+        newest = below[-1] if below else position
+        if newest < self._newest:
+            self._record_newest(newest)
+        self.log.truncate(position)
 
     # -- registering logs -------------------------------------------------------------
 
@@ -337,6 +383,8 @@ class Journal:
             flags = FLAG_CONTINUES if i + 1 < len(parts) else 0
             journal.append(part, flags=flags, timestamp_ms=now, epoch=self.epoch)
         journal.write()
+        if journal.active.base_offset != self._newest:  # the journal rolled
+            self._record_newest(journal.active.base_offset)
         self.stats.bytes += journal.size_bytes - before
         if self.policy is FsyncPolicy.ALWAYS and journal.sync():
             self.stats.fsyncs += 1

@@ -119,7 +119,7 @@ class Replay:
                 "%s: dropped %d parts of a commit that never finished",
                 self.journal.path, journal.next_offset - self.end,
             )
-            journal.truncate(self.end)
+            self.journal.truncate(self.end)
 
     def settle(self, key: int, log: Log) -> None:
         """Cut `log` back to where the journal says it ends, or refuse when it holds

@@ -148,6 +148,26 @@ def test_a_missing_checkpoint_is_reported(tmp_path: Path) -> None:
     assert out[0].startswith(f"{tmp_path / 'journal' / CHECKPOINT_FILE}: checkpoint: missing")
 
 
+def test_the_newest_journal_segment_deleted_by_hand_is_reported(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setattr(journal_module, "SEGMENT_BYTES", 4096)
+    store = open_store(tmp_path)
+    stream = store.create_stream(0, b"s")
+    for _ in range(40):
+        stream.add(stream.last_id + 1, [b"pad", b"x" * 300])
+        store.journal.commit()
+    crash(store)
+    newest = sorted((tmp_path / "journal").glob("*.log"))[-1]
+    newest.unlink()
+    code, out = narad_check(tmp_path)
+    assert code == 1
+    assert f"{newest}: offsets: missing: the journal's newest segment" in out[0]
+    code, out = narad_check(tmp_path, "--repair")
+    assert code == 1
+    assert not newest.exists()
+
+
 def test_a_damaged_checkpoint_is_reported(tmp_path: Path) -> None:
     crashed(tmp_path)
     path = tmp_path / "journal" / CHECKPOINT_FILE

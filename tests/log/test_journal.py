@@ -245,6 +245,46 @@ def test_a_journal_segment_deleted_from_the_middle_is_refused(
         open_store(tmp_path)
 
 
+def test_the_newest_journal_segment_deleted_by_hand_is_refused(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setattr(journal_module, "SEGMENT_BYTES", 4096)
+    store = open_store(tmp_path)
+    stream = store.create_stream(0, b"s")
+    for _ in range(40):
+        stream.add(stream.last_id + 1, [b"pad", b"x" * 300])
+        store.journal.commit()
+    store.journal.write_behind()  # the log holds what the lost segment held
+    crash(store)
+    segments = sorted((tmp_path / "journal").glob("*.log"))
+    data = sorted((tmp_path / "streams").glob("*/data/*.log"))
+    sizes = [p.stat().st_size for p in data]
+    segments[-1].unlink()
+    with pytest.raises(LogCorrupted, match=f"journal segment {segments[-1].name} is missing"):
+        open_store(tmp_path)
+    assert [p.stat().st_size for p in data] == sizes  # nothing was cut
+
+
+def test_truncating_the_journal_across_segments_opens_again(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setattr(journal_module, "SEGMENT_BYTES", 4096)
+    store = open_store(tmp_path)
+    stream = store.create_stream(0, b"s")
+    for _ in range(40):
+        stream.add(stream.last_id + 1, [b"pad", b"x" * 300])
+        store.journal.commit()
+    journal = store.journal
+    assert len(journal.log.segments) > 3
+    second = journal.log.segments[1].base_offset
+    journal.truncate(second + 1)
+    assert journal.log.next_offset == second + 1
+    crash(store)
+    store = open_store(tmp_path)  # the record of the newest segment went down with it
+    assert store.journal.position == second + 1
+    store.close()
+
+
 def test_a_data_dir_from_before_the_journal_is_migrated(tmp_path: Path) -> None:
     store = open_store(tmp_path)
     stream = store.create_stream(0, b"s")
