@@ -442,6 +442,8 @@ def commit_lines(line: str, rec: Record, payload: bool) -> str:
             at += size
         elif kind == "start" and len(change) == 3:
             shown.append(f"start {describe_key(change[1])} {change[2]}")
+        elif kind == "epoch" and len(change) == 2:
+            shown.append(f"epoch {change[1]}")
         else:
             shown.append(f"unknown change {change!r}")
     where = "part (continues)" if rec.flags & FLAG_CONTINUES else f"position {rec.offset + 1}"

@@ -295,6 +295,8 @@ def _check_changes(changes: list[list[Any]]) -> None:
             continue
         if kind == "start" and len(change) == 3 and all(isinstance(v, int) for v in change[1:]):
             continue
+        if kind == "epoch" and len(change) == 2 and isinstance(change[1], int):
+            continue
         raise BadCommit(f"unknown journal change {change!r}")
 
 

@@ -176,8 +176,12 @@ class Checkpointer:
             if not log.closed and start > log.durable_start:
                 log.durable_start = start
                 log.apply_retention(start_only=True)
+        # The journal keeps the segment that holds the checkpoint's position whole:
+        # the commits before it stay readable (a truncation may need them) until a
+        # later checkpoint lies in a later segment.
         journal = self.journal.log
-        journal.set_start(work.taken.position)
+        position = work.taken.position
+        journal.set_start(max(s.base_offset for s in journal.segments if s.base_offset <= position))
         journal.apply_retention(start_only=True)
         logger.debug(
             "checkpoint at journal position %d: %d logs fsynced in %.3f s",

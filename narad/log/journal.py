@@ -106,7 +106,9 @@ def encode_commit(changes: list[list[Any]], body: list[Piece]) -> bytes:
     header is [JOURNAL_VERSION, changes], each change a list:
     ["rec", key, first offset, count, bytes] (the next `bytes` of the body are the
     framed records at offsets first .. first+count-1 of log `key`) or
-    ["start", key, offset] (the log's logical start moves to offset)."""
+    ["start", key, offset] (the log's logical start moves to offset), or
+    ["epoch", epoch] (the first commit of a leader epoch: this record and every later
+    one carry it in their epoch field)."""
     header = msgpack.packb([JOURNAL_VERSION, changes], use_bin_type=True)
     return b"".join([_HEADER_LENGTH.pack(len(header)), header, *body])
 
@@ -139,7 +141,7 @@ def decode_commit(payload: bytes | memoryview) -> tuple[list[list[Any]], memoryv
     return header[1], body
 
 
-_CHANGE_SIZES = {"rec": 5, "start": 3}
+_CHANGE_SIZES = {"rec": 5, "start": 3, "epoch": 2}
 
 
 def _well_formed(changes: list[Any]) -> bool:
@@ -154,7 +156,7 @@ def _well_formed(changes: list[Any]) -> bool:
                 return False
             if min(first, count, nbytes) < 0:
                 return False
-        elif type(change[1]) is not int or type(change[2]) is not int:
+        elif not all(type(field) is int for field in change[1:]):
             return False
     return True
 
@@ -232,7 +234,8 @@ class Journal:
         # A commit since the last checkpoint moved a start: retention or compaction
         # waits for a checkpoint to delete segments, so one is due at once.
         self.starts_waiting = False
-        self.epoch = 0  # the leader epoch commits carry
+        self.epoch = self.log.epoch  # the leader epoch commits carry
+        self._epoch_begun = False  # the next commit is the first of `epoch`
         self._waiters: asyncio.Future[None] | None = None
         self._stop = threading.Event()
         self._thread: threading.Thread | None = None
@@ -307,9 +310,30 @@ class Journal:
         if log.move_start(offset) > log.durable_start:
             self._starts[log] = log.start_offset
 
+    def begin_epoch(self, epoch: int) -> None:
+        """Commits from now on carry leader epoch `epoch`, higher than any before; the
+        next commit says so (an "epoch" change), even when it carries nothing else,
+        so the epoch's start is a position every follower of this journal sees."""
+        if epoch <= self.epoch:
+            raise ValueError(f"epoch {epoch} is not above the journal's epoch {self.epoch}")
+        self.epoch = epoch
+        self._epoch_begun = True
+
+    def epoch_end(self, epoch: int) -> tuple[int, int]:
+        """(the largest epoch this journal holds commits of that is <= `epoch`, the
+        position where it ended): where a node that followed this one in that epoch
+        must truncate its own journal to (Kafka's leader-epoch truncation); (-1, the
+        journal's first position) for a negative epoch. Commits before the
+        first epoch change are of epoch 0."""
+        found, end = self.log.epoch_end(epoch)
+        if found < 0 and epoch >= 0:
+            epochs = self.log.epochs
+            return 0, epochs[0][1] if epochs else self.position
+        return found, end
+
     @property
     def pending(self) -> bool:
-        return bool(self._dirty or self._starts)
+        return bool(self._dirty or self._starts or self._epoch_begun)
 
     def commit(self) -> bool:
         """Make one commit of every noted log's records and start moves: one journal
@@ -321,9 +345,9 @@ class Journal:
             # A commit that failed may have taken records that replies (or reads
             # since) depend on: from then on no commit succeeds.
             raise LogFailed(self.log.failure)
-        if not (self._dirty or self._starts):
+        if not (self._dirty or self._starts or self._epoch_begun):
             return False
-        changes: list[list[Any]] = []
+        changes: list[list[Any]] = [["epoch", self.epoch]] if self._epoch_begun else []
         body: list[Piece] = []
         carried: list[Log] = []
         records = nbytes = 0
@@ -351,6 +375,7 @@ class Journal:
         except Exception as exc:  # the records taken are lost: fail as an I/O error does
             self.log.failure = f"commit failed: {type(exc).__name__}: {exc}"
             raise LogFailed(self.log.failure) from exc
+        self._epoch_begun = False
         self.carried = set(carried)
         for log in carried:
             log.committed_end = log.journaled_end

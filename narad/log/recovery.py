@@ -92,6 +92,8 @@ class Replay:
                     if log is not None:
                         log.set_start(change[2])
                         log.apply_retention(start_only=True)
+                elif kind == "epoch":
+                    pass  # the journal's epochs file has it; its records carry it
                 else:
                     raise BadCommit(f"unknown journal change {kind!r}")
             commits_seen += 1
