@@ -50,6 +50,8 @@ def test_dump_of_the_journal_names_each_commits_changes(tmp_path: Path) -> None:
     store.journal.commit()
     store.journal.move_start(stream.data, 1)
     store.journal.commit()
+    store.journal.begin_epoch(2)
+    store.journal.commit()
     store.close()
     sizes = data_log_bytes(tmp_path, 1)
     meta = sorted((tmp_path / "meta").glob("*.log"))[0].stat().st_size
@@ -59,6 +61,7 @@ def test_dump_of_the_journal_names_each_commits_changes(tmp_path: Path) -> None:
         f"position 1: rec meta 0..0 (1 record, {meta} bytes), "
         f"rec streams/1/data 0..1 (2 records, {sum(sizes)} bytes)",
         "position 2: start streams/1/data 1",
+        "position 3: epoch 2",
     ]
     run = narad_dump(tmp_path / "journal", "--payload", "--count", 1)
     assert run.returncode == 0, run.stderr
