@@ -217,11 +217,17 @@ def _replay_problems(root: Path, repair: bool) -> list[Problem]:
     themselves are sound), each kind is mended (the metadata log compacted into what
     applied, a state log truncated at its op), then checked again."""
     from narad.keyspace import repair_metadata
+    from narad.machines import stream_machines
     from narad.metalog import check_metadata
     from narad.streams.stream import check_states, repair_states
 
+    machines = stream_machines()
     found: list[Problem] = []
-    for check, mend in ((check_metadata, repair_metadata), (check_states, repair_states)):
+    kinds: list[tuple[Callable[[Path], list[Problem]], Callable[[Path], int]]] = [
+        (check_metadata, repair_metadata),
+        (lambda root: check_states(root, machines), lambda root: repair_states(root, machines)),
+    ]
+    for check, mend in kinds:
         problems = check(root)
         if problems and repair:
             mend(root)

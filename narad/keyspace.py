@@ -50,9 +50,10 @@ from narad.log.checkpointer import Checkpoint, Checkpointer
 from narad.log.journal import JOURNAL_FOLDER, KIND_DATA, KIND_META, KIND_STATE, Journal, log_key
 from narad.log.lock import FolderBusy, lock_folder
 from narad.log.recovery import Replay
+from narad.machines import stream_machines
 from narad.metalog import DATABASES_ANY, MetaState
-from narad.queues import queue as _queue_ops  # noqa: F401  (registers the queue ops)
 from narad.schema.keyspace import StreamSchemas
+from narad.streams.machines import Machines
 from narad.streams.stream import Stream, log_records
 
 if TYPE_CHECKING:
@@ -69,8 +70,11 @@ DataDirBusy = FolderBusy
 
 
 class Keyspace:
-    def __init__(self, config: Config) -> None:
+    def __init__(self, config: Config, machines: Machines | None = None) -> None:
+        """A keyspace on data dir `config["dir"]`, its streams' state logs applied by
+        `machines` (the node's set, narad/machines.py, when not given)."""
         self.config = config
+        self.machines = machines if machines is not None else stream_machines()
         self.root = Path(str(config["dir"])).resolve()
         self.policy = FsyncPolicy(str(config["fsync"]))
         self.journal: Journal = None  # type: ignore[assignment]  # set by open
@@ -218,6 +222,7 @@ class Keyspace:
             self.log_config(),
             self.log_config(STATE_SEGMENT_BYTES),
             self.journal,
+            self.machines,
         )
         stream.node_entries = int(self.config["stream-node-max-entries"]) or 100  # type: ignore[call-overload]
         stream.db, stream.key = db, key

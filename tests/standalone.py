@@ -7,6 +7,7 @@ from __future__ import annotations
 from pathlib import Path
 
 from narad.log import Log, LogConfig
+from narad.machines import stream_machines
 from narad.streams.stream import Stream
 
 
@@ -23,6 +24,6 @@ class WriteThrough:
 
 
 def open_stream(uid: int, folder: Path) -> Stream:
-    stream = Stream(uid, folder, LogConfig(), LogConfig(), WriteThrough())
+    stream = Stream(uid, folder, LogConfig(), LogConfig(), WriteThrough(), stream_machines())
     stream.load()
     return stream

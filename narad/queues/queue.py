@@ -47,7 +47,8 @@ from typing import TYPE_CHECKING, Any, NamedTuple
 
 from narad._speedups import load
 from narad.streams import ids
-from narad.streams.stream import Stream, op_handler, pack_id, unpack_id
+from narad.streams.machines import Machine, op_table
+from narad.streams.stream import Stream, pack_id, unpack_id
 
 if TYPE_CHECKING:
     from narad.log import Record
@@ -493,32 +494,35 @@ def record_id(rec: Record) -> int:
 # ["q.rejected", count]               fan-out copies the queue's schema refused
 
 
+_OPS, _op = op_table()
+
+
 def _queue(stream: Stream) -> Queue:
     queue = stream.queue
     assert queue is not None, "queue op on a stream that is not a queue"
     return queue
 
 
-@op_handler("q.create")
+@_op("q.create")
 def _apply_create(stream: Stream, op: list[Any]) -> None:
     if stream.queue is None:
         secret = bytes(op[2]) if len(op) > 2 else None
         stream.queue = Queue(stream, Settings.from_list(op[1]), secret)
 
 
-@op_handler("q.secret")
+@_op("q.secret")
 def _apply_secret(stream: Stream, op: list[Any]) -> None:
     queue = _queue(stream)
     queue.secret = bytes(op[1])
     queue.mac_key = mac_key(queue.secret)
 
 
-@op_handler("q.config")
+@_op("q.config")
 def _apply_config(stream: Stream, op: list[Any]) -> None:
     _queue(stream).settings = Settings.from_list(op[1])
 
 
-@op_handler("q.deliver")
+@_op("q.deliver")
 def _apply_deliver(stream: Stream, op: list[Any]) -> None:
     _, delivery, deadline, now_ms, cursor, offsets = op
     deadline = fit_due(deadline)
@@ -540,7 +544,7 @@ def _apply_deliver(stream: Stream, op: list[Any]) -> None:
     queue.cursor = cursor
 
 
-@op_handler("q.ack")
+@_op("q.ack")
 def _apply_ack(stream: Stream, op: list[Any]) -> None:
     queue = _queue(stream)
     for offset in op[1]:
@@ -548,7 +552,7 @@ def _apply_ack(stream: Stream, op: list[Any]) -> None:
             queue.acked += 1
 
 
-@op_handler("q.nack")
+@_op("q.nack")
 def _apply_nack(stream: Stream, op: list[Any]) -> None:
     queue = _queue(stream)
     due = fit_due(op[1])
@@ -563,7 +567,7 @@ def _apply_nack(stream: Stream, op: list[Any]) -> None:
             queue._track(offset, pack(VISIBLE, t.receives, t.delivery, 0, t.first_ms))
 
 
-@op_handler("q.touch")
+@_op("q.touch")
 def _apply_touch(stream: Stream, op: list[Any]) -> None:
     queue = _queue(stream)
     _, offset, deadline = op
@@ -574,7 +578,7 @@ def _apply_touch(stream: Stream, op: list[Any]) -> None:
         queue._track(offset, pack(IN_FLIGHT, t.receives, t.delivery, deadline, t.first_ms))
 
 
-@op_handler("q.delay")
+@_op("q.delay")
 def _apply_delay(stream: Stream, op: list[Any]) -> None:
     queue = _queue(stream)
     due = fit_due(op[1])
@@ -582,7 +586,7 @@ def _apply_delay(stream: Stream, op: list[Any]) -> None:
         queue._track(offset, pack(DELAYED, 0, 0, due, 0))
 
 
-@op_handler("q.dedup")
+@_op("q.dedup")
 def _apply_dedup(stream: Stream, op: list[Any]) -> None:
     _, key, sid, expires = op
     queue = _queue(stream)
@@ -590,7 +594,7 @@ def _apply_dedup(stream: Stream, op: list[Any]) -> None:
     queue.dedup[bytes(key)] = unpack_id(sid) << _EXPIRES_BITS | fit_due(expires)
 
 
-@op_handler("q.dead")
+@_op("q.dead")
 def _apply_dead(stream: Stream, op: list[Any]) -> None:
     queue = _queue(stream)
     for offset in op[2]:
@@ -601,7 +605,7 @@ def _apply_dead(stream: Stream, op: list[Any]) -> None:
                 queue.dead_lettered += 1
 
 
-@op_handler("q.take")
+@_op("q.take")
 def _apply_take(stream: Stream, op: list[Any]) -> None:
     queue = _queue(stream)
     for offset in op[2]:
@@ -610,12 +614,12 @@ def _apply_take(stream: Stream, op: list[Any]) -> None:
     queue.acked += len(op[2])
 
 
-@op_handler("q.seek")
+@_op("q.seek")
 def _apply_seek(stream: Stream, op: list[Any]) -> None:
     _queue(stream).cursor = op[1]
 
 
-@op_handler("q.sub")
+@_op("q.sub")
 def _apply_sub(stream: Stream, op: list[Any]) -> None:
     # An op reads nothing but itself; one logged before the op carried its data
     # offset falls back to the data log's end, as it was then read.
@@ -625,12 +629,12 @@ def _apply_sub(stream: Stream, op: list[Any]) -> None:
     _queue(stream).subs[source] = sub
 
 
-@op_handler("q.unsub")
+@_op("q.unsub")
 def _apply_unsub(stream: Stream, op: list[Any]) -> None:
     _queue(stream).subs.pop(op[1], None)
 
 
-@op_handler("q.subpos")
+@_op("q.subpos")
 def _apply_subpos(stream: Stream, op: list[Any]) -> None:
     _, source, next_offset, data_offset = op
     sub = _queue(stream).subs.get(source)
@@ -638,6 +642,34 @@ def _apply_subpos(stream: Stream, op: list[Any]) -> None:
         sub.next, sub.hint_data_offset = next_offset, data_offset
 
 
-@op_handler("q.rejected")
+@_op("q.rejected")
 def _apply_rejected(stream: Stream, op: list[Any]) -> None:
     _queue(stream).schema_rejected += op[1]
+
+
+# -- the machine -----------------------------------------------------------------------
+
+
+def _snapshot(stream: Stream) -> list[Any] | None:
+    return None if stream.queue is None else stream.queue.snapshot()
+
+
+def _restore(stream: Stream, raw: list[Any] | None) -> None:
+    stream.queue = None if raw is None else Queue.from_snapshot(stream, raw)
+
+
+def _settle(stream: Stream) -> None:
+    if stream.queue is not None:
+        stream.queue.forget_lost_tail()
+
+
+def _after_repair(stream: Stream) -> list[Any] | None:
+    """A repair cut the queue's state log: deliveries numbered after the cut will be
+    numbered again, so a new receipt secret refuses every receipt handed out before."""
+    return None if stream.queue is None else ["q.secret", new_secret()]
+
+
+QUEUE_MACHINE = Machine(
+    "queue", _OPS, snapshot=_snapshot, restore=_restore, settle=_settle,
+    after_repair=_after_repair,
+)

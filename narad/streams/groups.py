@@ -62,7 +62,8 @@ from typing import TYPE_CHECKING, Any, NamedTuple
 
 from narad.log import decode_fields
 from narad.streams import ids
-from narad.streams.stream import Entry, op_handler, pack_id, unpack_id
+from narad.streams.machines import Machine, op_table
+from narad.streams.stream import Entry, pack_id, unpack_id
 
 if TYPE_CHECKING:
     from narad.streams.stream import Stream
@@ -359,20 +360,22 @@ def _group(stream: Stream, name: bytes) -> Group:
 
 # -- op handlers ---------------------------------------------------------------------------
 
+_OPS, _op = op_table()
 
-@op_handler("gcreate")
+
+@_op("gcreate")
 def _apply_create(stream: Stream, op: list[Any]) -> None:
     _, name, last_id, entries_read = op
     assert name not in stream.groups
     stream.groups[name] = Group(name, unpack_id(last_id), entries_read)
 
 
-@op_handler("gdestroy")
+@_op("gdestroy")
 def _apply_destroy(stream: Stream, op: list[Any]) -> None:
     del stream.groups[op[1]]
 
 
-@op_handler("gsetid")
+@_op("gsetid")
 def _apply_setid(stream: Stream, op: list[Any]) -> None:
     _, name, last_id, entries_read = op
     group = _group(stream, name)
@@ -380,13 +383,13 @@ def _apply_setid(stream: Stream, op: list[Any]) -> None:
     group.entries_read = entries_read
 
 
-@op_handler("gconsumer")
+@_op("gconsumer")
 def _apply_consumer(stream: Stream, op: list[Any]) -> None:
     _, name, consumer, now = op
     _group(stream, name)._touch_consumer(consumer, now)
 
 
-@op_handler("gdelconsumer")
+@_op("gdelconsumer")
 def _apply_delconsumer(stream: Stream, op: list[Any]) -> None:
     group = _group(stream, op[1])
     consumer = group.consumers.pop(op[2])
@@ -394,7 +397,7 @@ def _apply_delconsumer(stream: Stream, op: list[Any]) -> None:
         del group.pel[sid]
 
 
-@op_handler("gdeliver")
+@_op("gdeliver")
 def _apply_deliver(stream: Stream, op: list[Any]) -> None:
     _, name, consumer_name, now, last_id, entries_read, blob = op
     group = _group(stream, name)
@@ -404,7 +407,7 @@ def _apply_deliver(stream: Stream, op: list[Any]) -> None:
     group._give_new(ids.unpack_all(blob), consumer, now)
 
 
-@op_handler("ghistory")
+@_op("ghistory")
 def _apply_history(stream: Stream, op: list[Any]) -> None:
     _, name, consumer_name, now, blob = op
     group = _group(stream, name)
@@ -415,12 +418,12 @@ def _apply_history(stream: Stream, op: list[Any]) -> None:
         entry.delivery_count += 1
 
 
-@op_handler("gack")
+@_op("gack")
 def _apply_ack(stream: Stream, op: list[Any]) -> None:
     _group(stream, op[1])._drop_all(ids.unpack_all(op[2]))
 
 
-@op_handler("gclaim")
+@_op("gclaim")
 def _apply_claim(stream: Stream, op: list[Any]) -> None:
     _, name, consumer_name, now, delivery_ms, retry_count, increment, claimed, deleted, last = op
     group = _group(stream, name)
@@ -712,3 +715,20 @@ def autoclaim(
         opts = ClaimOptions(delivery_ms=now, justid=justid)
         _commit_claim(stream, group, consumer, now, opts, claimed, deleted)
     return cursor, claimed, deleted
+
+
+# -- the machine -----------------------------------------------------------------------
+
+
+def _snapshot(stream: Stream) -> list[Any]:
+    return [group.snapshot() for group in stream.groups.values()]
+
+
+def _restore(stream: Stream, raw: list[Any] | None) -> None:
+    stream.groups = {}
+    for part in raw or ():
+        group = Group.from_snapshot(part)
+        stream.groups[group.name] = group
+
+
+GROUPS_MACHINE = Machine("groups", _OPS, snapshot=_snapshot, restore=_restore)

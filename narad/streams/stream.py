@@ -6,7 +6,10 @@ state log.
 - The state log holds *ops*: small msgpack lists such as ["trim", offset] or a consumer
   group's deliveries and acks. Every change other than XADD is made by `log_op`,
   which applies the op to memory with the same `apply` that recovery replays, then
-  appends it; so what is in memory is exactly what the logs say.
+  appends it; so what is in memory is exactly what the logs say. The ops are those of
+  the state machines registered with the stream (narad/streams/machines.py): its own,
+  declared here, and its consumer groups' and queue's, which the stream only holds
+  (`groups`, `queue`: the slots those machines fill).
 - A snapshot op, written when the state log grows past `STATE_COMPACT_BYTES`, holds
   the whole state; the segments before it are then dropped. Recovery replays from the
   first record still in the state log, so restart time stays flat.
@@ -26,7 +29,7 @@ Owned by the event loop thread.
 from __future__ import annotations
 
 import logging
-from collections.abc import Callable, Iterable, Iterator, Sequence
+from collections.abc import Iterable, Iterator, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Protocol
@@ -37,6 +40,7 @@ from narad.log import FLAG_ENTRY, Log, LogConfig, decode_fields, encode_fields
 from narad.log.check import Kind, Problem, folder_records
 from narad.schema.keyspace import Fault
 from narad.streams import ids
+from narad.streams.machines import Machine, Machines, op_table
 
 if TYPE_CHECKING:
     from narad.queues.queue import Queue
@@ -49,22 +53,12 @@ STATE_COMPACT_BYTES = 16 * 1024 * 1024
 READ_BATCH = 256
 
 Entry = tuple[int, list[bytes]]  # (entry ID, flat field/value list)
-OpHandler = Callable[["Stream", list[Any]], None]
 
 # One packer for every op, reused (a fresh one per op costs about three times as
 # much); snapshots, which may be large, use their own so that its buffer is freed.
 _pack_op = msgpack.Packer(use_bin_type=True).pack
 
-# Op name -> handler; consumer groups register theirs (narad/streams/groups.py).
-OP_HANDLERS: dict[str, OpHandler] = {}
-
-
-def op_handler(name: str) -> Callable[[OpHandler], OpHandler]:
-    def register(fn: OpHandler) -> OpHandler:
-        OP_HANDLERS[name] = fn
-        return fn
-
-    return register
+_OPS, _op = op_table()  # the stream's own ops (the machine is STREAM_MACHINE, below)
 
 
 class Committer(Protocol):
@@ -118,12 +112,16 @@ class Stream:
         data_config: LogConfig,
         state_config: LogConfig,
         journal: Committer,
+        machines: Machines,
     ) -> None:
         """Open the stream's logs; its state is read from them by `load` (after the
-        journal's recovery has given them what they lack: narad/keyspace.py)."""
+        journal's recovery has given them what they lack: narad/keyspace.py), through
+        the ops of `machines`."""
         self.uid = uid
         self.folder = folder
         self.journal = journal
+        self.machines = machines
+        self._handlers = machines.handlers
         self._note = journal.note  # tells the next commit that a log has new records
         self.data = Log.open(folder / "data", data_config)
         self.state = Log.open(folder / "state", state_config)
@@ -182,7 +180,7 @@ class Stream:
         self._note(self.state)
 
     def apply(self, op: list[Any]) -> None:
-        OP_HANDLERS[op[0]](self, op)
+        self._handlers[op[0]](self, op)
 
     def _replay(self) -> None:
         count = self.replay(log_records(self.state))
@@ -203,9 +201,9 @@ class Stream:
                 stage = ""
                 if not (isinstance(op, list) and op and isinstance(op[0], str)):
                     raise ValueError("the record is not an op (a list that starts with its name)")
-                handler = OP_HANDLERS.get(op[0])
+                handler = self._handlers.get(op[0])
                 if handler is None:
-                    raise ValueError(f"unknown state op {op[0]!r}")
+                    raise ValueError(self.machines.unknown(op[0]))
                 stage = f"{op[0]} op: "
                 handler(self, op)
             except Exception as error:
@@ -229,11 +227,11 @@ class Stream:
         self.start = min(max(self.start, self.data.start_offset), end)
         self.deleted = {o for o in self.deleted if self.start <= o < end}
         self._note_last_id()
-        if self.queue is not None:
-            self.queue.forget_lost_tail()
+        for machine in self.machines.machines:
+            if machine.settle is not None:
+                machine.settle(self)
 
     def snapshot_op(self) -> list[Any]:
-        groups = [group.snapshot() for group in self.groups.values()]
         return [
             "snap",
             self.start,
@@ -241,8 +239,7 @@ class Stream:
             pack_id(self.top_id),
             self.entries_added_bias,
             pack_id(self.max_deleted_id),
-            groups,
-            None if self.queue is None else self.queue.snapshot(),
+            *(m.snapshot(self) for m in self.machines.snapshotting),  # type: ignore[misc]
         ]
 
     def compact_if_due(self) -> bool:
@@ -444,14 +441,14 @@ class Stream:
 # -- op handlers for the stream itself --------------------------------------------------
 
 
-@op_handler("trim")
+@_op("trim")
 def _apply_trim(stream: Stream, op: list[Any]) -> None:
     start = op[1]
     stream.start = max(stream.start, start)
     stream.deleted = {o for o in stream.deleted if o >= stream.start}
 
 
-@op_handler("del")
+@_op("del")
 def _apply_del(stream: Stream, op: list[Any]) -> None:
     stream.deleted.update(o for o in op[1] if o >= stream.start)
     stream.max_deleted_id = max(stream.max_deleted_id, unpack_id(op[2]))
@@ -461,7 +458,7 @@ def _apply_del(stream: Stream, op: list[Any]) -> None:
         stream.start += 1
 
 
-@op_handler("setid")
+@_op("setid")
 def _apply_setid(stream: Stream, op: list[Any]) -> None:
     stream.top_id = unpack_id(op[1])
     stream.entries_added_bias = op[2]
@@ -469,23 +466,22 @@ def _apply_setid(stream: Stream, op: list[Any]) -> None:
     stream._note_last_id()
 
 
-@op_handler("snap")
+@_op("snap")
 def _apply_snapshot(stream: Stream, op: list[Any]) -> None:
-    from narad.queues.queue import Queue
-    from narad.streams.groups import Group
-
-    _, start, deleted, top, bias, max_deleted, groups = op[:7]
-    queue = op[7] if len(op) > 7 else None
+    """["snap", start, deleted, top ID, bias, max deleted ID, *machine parts]"""
+    _, start, deleted, top, bias, max_deleted = op[:6]
+    parts = op[6:]
     stream.start = start
     stream.deleted = set(deleted)
     stream.top_id = unpack_id(top)
     stream.entries_added_bias = bias
     stream.max_deleted_id = unpack_id(max_deleted)
-    stream.groups = {}
-    for raw in groups:
-        group = Group.from_snapshot(raw)
-        stream.groups[group.name] = group
-    stream.queue = None if queue is None else Queue.from_snapshot(stream, queue)
+    for i, machine in enumerate(stream.machines.snapshotting):
+        assert machine.restore is not None
+        machine.restore(stream, parts[i] if i < len(parts) else None)
+
+
+STREAM_MACHINE = Machine("stream", _OPS)
 
 
 # -- narad check ------------------------------------------------------------------------
@@ -501,19 +497,19 @@ class _NoData:
     last_id = (0, 0)
 
 
-def _replay_fault(uid: int, records: Iterable[tuple[int, bytes]]) -> StateFault | None:
+def _replay_fault(
+    uid: int, records: Iterable[tuple[int, bytes]], machines: Machines
+) -> StateFault | None:
     """The first fault of replaying state records (see `_replayed`)."""
-    return _replayed(uid, records).fault
+    return _replayed(uid, records, machines).fault
 
 
-def _replayed(uid: int, records: Iterable[tuple[int, bytes]]) -> Stream:
+def _replayed(uid: int, records: Iterable[tuple[int, bytes]], machines: Machines) -> Stream:
     """A throwaway stream with the state records replayed into it, by the handlers
     and the settling the server runs."""
-    import narad.queues.queue  # registers the queue ops
-    import narad.streams.groups  # noqa: F401  (registers the group ops)
-
     stream = Stream.__new__(Stream)
     stream.uid = uid
+    stream.machines, stream._handlers = machines, machines.handlers
     stream.data = _NoData()  # type: ignore[assignment]
     stream._init_state()
     stream.replay(records)
@@ -536,12 +532,13 @@ def _state_logs(root: Path) -> Iterator[tuple[int, Path]]:
             yield uid, folder
 
 
-def check_states(root: Path) -> list[Problem]:
+def check_states(root: Path, machines: Machines) -> list[Problem]:
     """Replay every stream's state log of data dir `root` from its segment files
-    (read-only) and report each stream's op that cannot be applied."""
+    (read-only), through `machines`, and report each stream's op that cannot be
+    applied."""
     problems = []
     for uid, folder in _state_logs(root):
-        fault = _replay_fault(uid, folder_records(folder))
+        fault = _replay_fault(uid, folder_records(folder), machines)
         if fault is not None:
             problems.append(Problem(
                 Kind.STATE_OP, folder, None,
@@ -550,29 +547,32 @@ def check_states(root: Path) -> list[Problem]:
     return problems
 
 
-def repair_states(root: Path) -> int:
+def repair_states(root: Path, machines: Machines) -> int:
     """`narad check --repair` for the state logs of data dir `root`: each stream's
     state log is truncated at its op that cannot be applied, so that the stream opens
-    with the state its earlier ops made. A queue's log then gets a new receipt secret
-    (a `q.secret` op, fsynced): deliveries numbered after the cut will be numbered
-    again, so every receipt handed out before the repair must be refused. Returns how
-    many logs were truncated. The caller holds the data dir's lock
-    (narad/log/lock.py)."""
+    with the state its earlier ops made; then each machine may append an op to the
+    cut log, fsynced (a queue a new receipt secret: deliveries numbered after the cut
+    will be numbered again, so every receipt handed out before the repair must be
+    refused). Returns how many logs were truncated. The caller holds the data dir's
+    lock (narad/log/lock.py)."""
     from narad.keyspace import settle_journal
     from narad.log import checkpointer
     from narad.log.journal import JOURNAL_FOLDER, KIND_STATE, log_key
-    from narad.queues.queue import new_secret
 
     settle_journal(root)
     repaired = 0
     for uid, folder in _state_logs(root):
-        fault = _replay_fault(uid, folder_records(folder))
+        fault = _replay_fault(uid, folder_records(folder), machines)
         if fault is not None:
-            state = Log.open(folder, LogConfig(segment_ms=0))  # the cut and the secret
+            state = Log.open(folder, LogConfig(segment_ms=0))  # the cut, and what follows
             try:
                 state.truncate(fault.offset)
-                if _replayed(uid, folder_records(folder)).queue is not None:
-                    state.append(_pack_op(["q.secret", new_secret()]))
+                cut = _replayed(uid, folder_records(folder), machines)
+                ops = [m.after_repair(cut) for m in machines.machines if m.after_repair]
+                for op in ops:
+                    if op is not None:
+                        state.append(_pack_op(op))
+                if state.next_offset > fault.offset:
                     state.write()
                     state.sync()
             finally:

@@ -313,6 +313,26 @@ def test_unapplicable_group_op_leaves_the_stream_unavailable_until_repaired(
     r.xadd("s", {"f": "3"})
 
 
+def test_an_op_of_a_version_this_node_does_not_read_is_a_fault_naming_what_it_reads(
+        server: NaradProcess) -> None:
+    data = server.folder / "data"
+    r = server.client()
+    r.xadd("s", {"f": "1"}, id="1-1")
+    r.xgroup_create("s", "g", id="0")
+    server.stop()
+    uid = uid_of(data, b"s")
+    bad = append_state_ops(data, b"s", op("gack/2", b"g", [1]))
+    why = "unknown state op 'gack/2' (this node reads gack)"
+    server.start()
+    with pytest.raises(redis.ResponseError) as raised:
+        server.client().xlen("s")
+    assert str(raised.value) == (
+        f"key 's' is unavailable: its state op at streams/{uid}/state offset {bad} cannot be "
+        f"applied: {why} (run narad check --repair with the server stopped, or delete the key)")
+    server.stop()
+    check_reports_and_repairs(data, bad, why)
+
+
 def test_unavailable_key_can_be_deleted_and_made_again(server: NaradProcess) -> None:
     """A record that is not an op at all; DEL, Q.DROP and RENAME over it remove the
     key (its repair by the client), SWAPDB moves it, FLUSHDB reaches it too."""
