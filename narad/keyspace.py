@@ -17,8 +17,10 @@ ops ("schema.set", "schema.compat", "schema.drop": narad/schema/registry.py) key
 the stream's uid (narad/schema/keyspace.py), so a schema follows its stream through
 RENAME and SWAPDB and goes with it on delete (the delete op implies it).
 A stream's folder is removed only after its delete op is durable, so a crash never
-leaves a key that the metadata log still names without its data. Replay is
-narad/metalog.py's: an op that cannot be applied never stops the node from starting.
+leaves a key that the metadata log still names without its data. Every op is applied
+by narad/metalog.py's MetaState.apply, live as it is logged and at replay (where an op
+that cannot be applied never stops the node from starting); the open streams follow
+the names it keeps.
 
 A stream whose state log holds an op that cannot be applied (Stream.fault) opens
 *unavailable*: it is kept in `unavailable`, not in `dbs`, so that nothing the server
@@ -81,7 +83,6 @@ class Keyspace:
         self.checkpointer: Checkpointer = None  # type: ignore[assignment]  # set by open
         self.dbs: list[dict[bytes, Stream]] = [{} for _ in range(int(config["databases"]))]  # type: ignore[call-overload]
         self.meta: Log | None = None
-        self.next_uid = 1
         self._meta_ops = 0
         self._lock_fd = -1
         self.streams: dict[int, Stream] = {}  # uid -> stream, every open stream
@@ -93,6 +94,8 @@ class Keyspace:
         self.on_delete: Callable[[Stream], None] = lambda stream: None
         self.schemas = StreamSchemas()  # schema registry by stream uid
         self.validators = self.schemas.active  # uid -> Active: the produce path's lookup
+        # The metadata log's state machine: names, next uid, schemas (narad/metalog.py).
+        self.meta_state = MetaState(self.schemas, len(self.dbs))
         self.loaded_s = 0.0
         self.last_commit_s = int(time.time())
 
@@ -139,9 +142,9 @@ class Keyspace:
         replay.run({log_key(0, KIND_META): self.meta}, "metadata log")
         replay.cut_torn_commit()
         replay.settle(0, self.meta)
-        state = MetaState(self.schemas, len(self.dbs))
+        state = self.meta_state
         state.replay(log_records(self.meta))
-        self.next_uid, self._meta_ops = state.next_uid, state.ops
+        self._meta_ops = state.ops
         for fault in state.faults:
             logger.error(
                 "metadata op cannot be applied: log=%s offset=%d stream_uid=%s reason=%s; "
@@ -246,13 +249,17 @@ class Keyspace:
         live += [[s.uid, db, key] for (db, key), s in self.unavailable.items()]
         self.meta.roll()
         first = self.meta.next_offset
-        self._meta_op(["snap", self.next_uid, live, self.schemas.snapshot()])
+        self._meta_op(["snap", self.meta_state.next_uid, live, self.schemas.snapshot()])
         self.journal.move_start(self.meta, first)
         self._meta_ops = 1
 
     def _meta_op(self, op: list[Any]) -> None:
+        """Apply metadata op `op` as replay will (MetaState.apply, on the op as the
+        log holds it), then append it; the caller makes the open streams follow."""
         assert self.meta is not None
-        self.meta.append(msgpack.packb(op, use_bin_type=False))
+        payload = msgpack.packb(op, use_bin_type=False)
+        self.meta_state.apply(msgpack.unpackb(payload, raw=True), self.meta.next_offset)
+        self.meta.append(payload)
         self._meta_ops += 1
         self.note(self.meta)
 
@@ -281,8 +288,7 @@ class Keyspace:
 
     def create_stream(self, db: int, key: bytes) -> Stream:
         assert key not in self.dbs[db]
-        uid = self.next_uid
-        self.next_uid += 1
+        uid = self.meta_state.next_uid
         self._meta_op(["create", uid, db, key])
         stream = self._open_stream(uid, db, key)
         stream.load()
@@ -301,15 +307,13 @@ class Keyspace:
         self.journal.unregister(stream.state)
         self.on_delete(stream)
         self._doomed.append(stream)
-        self.touch(db, key)
-        self.schemas.forget(stream.uid)
+        self.touch(db, key)  # its schema went with the op (MetaState.apply)
         return True
 
     def schema_op(self, op: list[Any]) -> None:
         """Log a schema registry op (from `Registry.propose*`, keyed by a stream's
         uid) and apply it; replies wait for its commit like every other op's."""
         self._meta_op(op)
-        self.schemas.apply(op)
 
     def rename(self, db: int, src: bytes, dst: bytes) -> None:
         stream = self.dbs[db][src]

@@ -1,5 +1,7 @@
-"""The metadata log's state machine: its ops replayed into the keyspace's names, the
-next stream uid and the schema registry, for a server's start and for `narad check`.
+"""The metadata log's state machine: the keyspace's names, the next stream uid and the
+schema registry, as the metadata ops make them. `MetaState.apply` is the one apply of
+a metadata op: live (the keyspace applies each op it logs, then its open streams follow
+the names: narad/keyspace.py), at a server's start, and in `narad check`.
 
 The ops are listed in keyspace.py. Rules:
 
@@ -62,7 +64,7 @@ class MetaState:
             op = msgpack.unpackb(payload, raw=True)
             if not (isinstance(op, list) and op and isinstance(op[0], bytes)):
                 raise ValueError("the record is not an op (a list that starts with its name)")
-            self._apply(op, offset)
+            self.apply(op, offset)
         except Exception as error:
             self.other_faults.append(Fault(offset, None, " ".join(str(error).split())[:300]))
 
@@ -70,7 +72,10 @@ class MetaState:
         live = [[uid, db, key] for uid, (db, key) in self.names.items()]
         return ["snap", self.next_uid, live, self.schemas.snapshot(repaired)]
 
-    def _apply(self, op: list[Any], offset: int) -> None:
+    def apply(self, op: list[Any], offset: int) -> None:
+        """Apply op `op` (decoded as `apply_record` decodes it: names and keys as
+        bytes), logged at meta `offset`; raises ValueError when it cannot be applied
+        (a schema op the registry refuses becomes a schema fault instead)."""
         kind, names = op[0], self.names
         if kind == b"create" or kind == b"rename":
             _, uid, db, key = op
