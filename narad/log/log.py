@@ -1,5 +1,9 @@
 """A log: a folder of segments, appended to by one writer, read by anyone.
 
+This module holds the Log and its writing: append, the write buffer and what of it the
+journal has taken, write, sync, roll, epochs, truncation, moves of the start, and
+retention. Its reads are narad/log/reading.py.
+
 Contracts (the words are those of docs/design.md, "The words are contracts"):
 
 - `append` only encodes a record into the writer's buffer; `write` puts the buffer in
@@ -7,7 +11,8 @@ Contracts (the words are those of docs/design.md, "The words are contracts"):
   survive a crash of the machine by this log alone. A log under the node's journal
   (narad/log/journal.py) needs neither for its records to be appended or durable:
   their commit record in the journal is; the log is written and fsynced behind it.
-- Every offset below `next_offset` is readable: a read writes the buffer first.
+- Every offset below `next_offset` is readable: a read writes the buffer first
+  (narad/log/reading.py).
 - Offsets are dense and monotonic; stream IDs and timestamps are non-decreasing.
 - After `open` everything in the log is durable (recovery ends with an fsync).
 - An I/O error while writing or fsyncing fails the log for good: later writes raise
@@ -22,26 +27,22 @@ thread); `_lock` guards what they share. Reads run on the writer's thread.
 
 from __future__ import annotations
 
-import bisect
 import enum
-import itertools
 import logging
 import os
 import threading
 import time
-from collections.abc import Callable, Collection, Iterator, Sequence
+from collections.abc import Callable, Collection, Sequence
 from pathlib import Path
 from typing import NamedTuple
 
-from narad.log import checkpoint, format
+from narad.log import checkpoint, format, reading
 from narad.log.checkpoint import fsync_dir
 from narad.log.format import SCAN_BAD, SCAN_OK, Record
 from narad.log.index import INTERVAL_BYTES, SparseIndex
 from narad.log.segment import (
-    CHUNK_BYTES,
     CorruptSegment,
     Segment,
-    StaleIndex,
     parse_segment_name,
 )
 
@@ -55,9 +56,6 @@ PROGRESS_BYTES = 256 * 1024 * 1024
 # INTERVAL_BYTES of records) are durable and not in it yet, not at every fsync: the
 # index is a cache, and an open scans the records past its last entry anyway.
 INDEX_WRITE_ENTRIES = 16
-# read_with_buffer decodes at most this many buffered records ahead of the first one
-# it returns; a read further into the write buffer writes it and reads the file.
-BUFFER_SKIP_MAX = 64
 
 
 class FsyncPolicy(enum.Enum):
@@ -89,23 +87,6 @@ def _last_entry_valid(seg: Segment, index: SparseIndex) -> bool:
     return rec is not None and (rec.offset, rec.id_ms, rec.id_seq) == (offset, id_ms, id_seq)
 
 
-def _take(records: Iterator[Record], count_max: int, bytes_max: int) -> list[Record]:
-    """The first records of `records`: at most `count_max`, and no more than
-    `bytes_max` bytes of them unless the very first alone is larger."""
-    out: list[Record] = []
-    size = 0
-    if count_max <= 0:
-        return out
-    for rec in records:
-        if out and size + rec.size > bytes_max:
-            break
-        out.append(rec)
-        size += rec.size
-        if len(out) >= count_max:
-            break
-    return out
-
-
 def _make_folder(path: Path) -> None:
     """Create folder `path` and any missing parents, each made durable in its parent."""
     missing = []
@@ -120,12 +101,6 @@ def _make_folder(path: Path) -> None:
 
 def wall_clock_ms() -> int:
     return time.time_ns() // 1_000_000
-
-
-def _exact_chunk(seg: Segment, count: int) -> int:
-    """Bytes to read from a record's own position in `seg` for about `count` records
-    (their size averaged over the segment), one more header included."""
-    return min(CHUNK_BYTES, count * seg.average_record_bytes() + format.HEADER_BYTES)
 
 
 class Log:
@@ -478,8 +453,18 @@ class Log:
         offset = self._pending_offset + self._pending_records
         index = seg.index
         due = format.encode_entries(
-            pending, argvs, first, offset, ts, self._epoch, flags, id_ms, id_seq,
-            position, index.last_position, INTERVAL_BYTES,
+            pending,
+            argvs,
+            first,
+            offset,
+            ts,
+            self._epoch,
+            flags,
+            id_ms,
+            id_seq,
+            position,
+            index.last_position,
+            INTERVAL_BYTES,
         )
         config = self.config
         if (seg.next_offset != seg.base_offset or count > 1) and (
@@ -819,7 +804,7 @@ class Log:
             self.start_offset = max(self.start_offset, self.segments[0].base_offset)
         return deleted
 
-    # -- reading --------------------------------------------------------------------
+    # -- reading (narad/log/reading.py) ---------------------------------------------
 
     def read(
         self,
@@ -828,152 +813,15 @@ class Log:
         bytes_max: int = 1 << 62,
         end: int | None = None,
     ) -> list[Record]:
-        """Records from `offset` on (at least the first one, if any), oldest first,
-        stopping before offset `end` (default: the log's end, buffered records
-        written to the file first), after `count_max` records, or once `bytes_max`
-        record bytes are reached."""
-        if end is None and self._pending:
-            self.write()
-        end = self.written_end if end is None else min(end, self.written_end)
-        offset = max(offset, self.start_offset)
-        if bytes_max < 1 << 62 or count_max <= 0:
-            records = itertools.chain.from_iterable(self._batches_from(offset, end, count_max))
-            return _take(records, count_max, bytes_max)
-        out: list[Record] = []
-        for batch in self._batches_from(offset, end, count_max):
-            out += batch
-            if len(out) >= count_max:
-                del out[count_max:]
-                break
-        if out:
-            last = out[-1]
-            seg = self._segment_of(last.offset)
-            self._read_hint = (last.offset + 1, seg, last.position + last.size)
-        return out
+        return reading.read(self, offset, count_max, bytes_max, end)
 
     def read_entries(
         self, offset: int, count: int, high: int, deleted: Collection[int]
     ) -> tuple[list[tuple[int, bytes]], tuple[int, int] | None, bool] | None:
-        """A stream's read of entries that goes on right where the last read ended
-        (the read hint names `offset`): the (ID, payload) of the records from `offset`
-        on in the hint's segment, without making Records (`format.scan_entries`;
-        `deleted`, `high` and `count` as it takes them). Returns (entries, after,
-        above): `after` is the ID of the last record taken and the offset after it
-        (None: none taken); `above` says a record above `high` ended the read. The
-        read stops at the segment's end; the caller goes on with `read` if it wants
-        more. None, and nothing read, when the hint does not name `offset`."""
-        if self._pending:
-            self.write()
-        if offset < self.start_offset:
-            return None
-        seg = self._segment_of(offset)
-        position = self._hinted(seg, offset)
-        if position is None:
-            return None
-        entries, after, above, end = seg.scan_entries(
-            position, count, high, deleted, _exact_chunk(seg, count)
-        )
-        if after is not None:
-            self._read_hint = (after[1], seg, end)
-        return entries, after, above
+        return reading.read_entries(self, offset, count, high, deleted)
 
     def read_with_buffer(self, offset: int, count_max: int) -> list[Record]:
-        """`read`, and past `written_end` the records still buffered by `append`
-        (not yet appended to the file: see `write`), decoded from the write buffer
-        with the positions they will have in the active segment. A read of what was
-        just buffered (a pop right after a push) then costs no write and no file read;
-        its reply still waits for the commit that appends it (docs/durability.md)."""
-        pending = self._pending_records
-        first = max(offset, self.start_offset)
-        if pending and first >= self.journaled_end > self._pending_offset:
-            # The buffer's older records are committed ones waiting to be written
-            # (narad/log/journal.py): what is wanted lies past them, where the
-            # records no commit has taken yet begin.
-            journaled = self.journaled_end
-            return self._decode_buffer(first, count_max, journaled, self._pending_journaled)
-        if pending and first - self._pending_offset > BUFFER_SKIP_MAX:
-            self.write()
-        written = self.written_end
-        out = self.read(offset, count_max, end=written) if offset < written else []
-        wanted = count_max - len(out)
-        if wanted <= 0 or not self._pending_records:
-            return out
-        first = out[-1].offset + 1 if out else first
-        return out + self._decode_buffer(first, wanted, self._pending_offset, 0)
-
-    def _decode_buffer(self, first: int, count: int, base: int, at: int) -> list[Record]:
-        """At most `count` records from offset `first` on, decoded from the write
-        buffer, whose record `base` starts at byte `at` (first >= base)."""
-        skip = first - base
-        if first >= self.next_offset:
-            return []
-        records = format.scan(self._pending, at, self.active.size, skip + count)[0][skip:]
-        if records:
-            last = records[-1]
-            self._read_hint = (last.offset + 1, self.active, last.position + last.size)
-        return records
-
-    def _batches_from(self, offset: int, end: int, count_hint: int) -> Iterator[list[Record]]:
-        """The records from `offset` up to `end`, a list at a time, read in chunks sized
-        for about `count_hint` records; rebuilds a stale index and goes on."""
-        while True:
-            try:
-                for batch in self._batches_from_once(offset, end, count_hint):
-                    yield batch
-                    offset = batch[-1].offset + 1
-                return
-            except StaleIndex as exc:
-                self._rebuild_stale(exc)
-
-    def _batches_from_once(
-        self, offset: int, end: int, count_hint: int
-    ) -> Iterator[list[Record]]:
-        if offset >= end:
-            return
-        i = max(bisect.bisect_right(self._bases, offset) - 1, 0)
-        for seg in self.segments[i:]:
-            if seg.base_offset >= end:
-                return
-            position = self._hinted(seg, offset)
-            if position is not None:
-                # Right at the first record wanted: read about `count_hint` records,
-                # and make (and CRC-check) no more of them than that per batch.
-                batch_max = count_hint
-                chunk = _exact_chunk(seg, count_hint)
-            else:
-                position = seg.checked_entry(max(seg.index.floor_offset(offset), 0))[1]
-                batch_max = 1 << 30
-                wanted = INTERVAL_BYTES + count_hint * seg.average_record_bytes()
-                chunk = min(CHUNK_BYTES, max(wanted, 2 * INTERVAL_BYTES))
-            for batch in seg.scan_batches(position, seg.size, chunk, batch_max):
-                if batch[0].offset >= offset and batch[-1].offset < end:
-                    yield batch
-                    continue
-                kept = [rec for rec in batch if offset <= rec.offset < end]
-                if kept:
-                    yield kept
-                if batch[-1].offset >= end:
-                    return
-
-    def _hinted(self, seg: Segment, offset: int) -> int | None:
-        """The position of record `offset` in `seg` when the last read ended right
-        before it (the read hint), else None."""
-        hint = self._read_hint
-        if hint is not None and hint[0] == offset and hint[1] is seg:
-            return hint[2]
-        return None
-
-    def _segment_of(self, offset: int) -> Segment:
-        """The segment holding `offset` (an offset from `start_offset` on)."""
-        return self.segments[bisect.bisect_right(self._bases, offset) - 1]
-
-    def _rebuild_stale(self, exc: StaleIndex) -> None:
-        """An index entry was wrong: rebuild that segment's index from the segment."""
-        logger.warning("%s; rebuilding it", exc)
-        self.write()  # the writer's buffered records must be in the file to be indexed
-        seg = exc.segment
-        seg.rebuild_index()
-        seg.index.write_all(seg.index_path)
+        return reading.read_with_buffer(self, offset, count_max)
 
     def read_reverse(
         self,
@@ -982,86 +830,10 @@ class Log:
         bytes_max: int = 1 << 62,
         end: int | None = None,
     ) -> list[Record]:
-        """Records at `offset` and below, newest first, never below the logical start
-        and never at or above `end` (default: the log's end, as `read`)."""
-        if end is None and self._pending:
-            self.write()
-        end = self.written_end if end is None else min(end, self.written_end)
-        offset = min(offset, end - 1)
-        return _take(self._iter_reverse(offset), count_max, bytes_max)
-
-    def _iter_reverse(self, offset: int) -> Iterator[Record]:
-        while True:
-            try:
-                for rec in self._iter_reverse_once(offset):
-                    yield rec
-                    offset = rec.offset - 1
-                return
-            except StaleIndex as exc:
-                self._rebuild_stale(exc)
-
-    def _iter_reverse_once(self, offset: int) -> Iterator[Record]:
-        if offset < self.start_offset:
-            return
-        i = bisect.bisect_right(self._bases, offset) - 1
-        while i >= 0:
-            seg = self.segments[i]
-            entry_i = seg.index.floor_offset(offset)
-            while entry_i >= 0:
-                start = seg.checked_entry(entry_i)[1]
-                stop = seg.size
-                if entry_i + 1 < len(seg.index):
-                    stop = min(stop, seg.checked_entry(entry_i + 1)[1])
-                window = [r for r in seg.scan_from(start, stop) if r.offset <= offset]
-                for rec in reversed(window):
-                    if rec.offset < self.start_offset:
-                        return
-                    yield rec
-                entry_i -= 1
-            i -= 1
+        return reading.read_reverse(self, offset, count_max, bytes_max, end)
 
     def offset_of_id(self, id_ms: int, id_seq: int, after: bool = False) -> int:
-        """The first offset whose record's stream ID is >= the given ID (> with
-        `after`), or `written_end` when there is none. The result may lie below the
-        logical start; callers clamp."""
-        if self._pending:
-            self.write()
-        while True:
-            try:
-                return self._offset_of_id(id_ms, id_seq, after)
-            except StaleIndex as exc:
-                self._rebuild_stale(exc)
-
-    def _offset_of_id(self, id_ms: int, id_seq: int, after: bool) -> int:
-        key = (id_ms, id_seq)
-        if self.written_end == self.segments[0].base_offset:
-            return self.written_end
-        # The answer lies in the last segment whose first ID is below the key (or
-        # the first segment), or right after it.
-        i = 0
-        lo, hi = 0, len(self.segments)
-        while lo < hi:
-            mid = (lo + hi) // 2
-            seg = self.segments[mid]
-            first = seg.index.entry(0) if len(seg.index) else None
-            if first is not None and (
-                (first[2], first[3]) <= key if after else (first[2], first[3]) < key
-            ):
-                i = mid
-                lo = mid + 1
-            else:
-                hi = mid
-        for seg in self.segments[i:]:
-            e = seg.index.floor_id_below(id_ms, id_seq, inclusive=after)
-            position = seg.checked_entry(max(e, 0))[1] if len(seg.index) else 0
-            # The record sought is at most an index interval on, if in this segment.
-            for rec in seg.scan_from(position, seg.size, 2 * INTERVAL_BYTES):
-                if rec.offset >= self.written_end:
-                    return self.written_end
-                rid = (rec.id_ms, rec.id_seq)
-                if (rid > key) if after else (rid >= key):
-                    return rec.offset
-        return self.written_end
+        return reading.offset_of_id(self, id_ms, id_seq, after)
 
     # -- checkpoints ----------------------------------------------------------------
 
