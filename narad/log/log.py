@@ -2,7 +2,8 @@
 
 This module holds the Log and its writing: append, the write buffer and what of it the
 journal has taken, write, sync, roll, epochs, truncation, moves of the start, and
-retention. Its reads are narad/log/reading.py.
+retention. How a folder becomes a Log, and what the opening trusts of it, is
+narad/log/opening.py; a Log's reads are narad/log/reading.py.
 
 Contracts (the words are those of docs/design.md, "The words are contracts"):
 
@@ -14,7 +15,7 @@ Contracts (the words are those of docs/design.md, "The words are contracts"):
 - Every offset below `next_offset` is readable: a read writes the buffer first
   (narad/log/reading.py).
 - Offsets are dense and monotonic; stream IDs and timestamps are non-decreasing.
-- After `open` everything in the log is durable (recovery ends with an fsync).
+- After `open` everything in the log is durable (narad/log/opening.py).
 - An I/O error while writing or fsyncing fails the log for good: later writes raise
   LogFailed with the first error; nothing is retried, since a failed fsync may have
   dropped dirty pages that a retry would report as clean.
@@ -38,20 +39,13 @@ from typing import NamedTuple
 
 from narad.log import checkpoint, format, reading
 from narad.log.checkpoint import fsync_dir
-from narad.log.format import SCAN_BAD, SCAN_OK, Record
-from narad.log.index import INTERVAL_BYTES, SparseIndex
-from narad.log.segment import (
-    CorruptSegment,
-    Segment,
-    parse_segment_name,
-)
+from narad.log.format import Record
+from narad.log.index import INTERVAL_BYTES
+from narad.log.opening import EPOCHS_CHECKPOINT, START_CHECKPOINT, open_folder
+from narad.log.segment import Segment
 
 logger = logging.getLogger("narad.log")
 
-START_CHECKPOINT = "start.checkpoint"
-EPOCHS_CHECKPOINT = "epochs.checkpoint"
-# A recovery scan logs its progress every this many bytes.
-PROGRESS_BYTES = 256 * 1024 * 1024
 # The active segment's index file is appended to once this many entries (of one per
 # INTERVAL_BYTES of records) are durable and not in it yet, not at every fsync: the
 # index is a cache, and an open scans the records past its last entry anyway.
@@ -74,29 +68,6 @@ class LogConfig(NamedTuple):
 
 class LogFailed(Exception):
     """The log met an I/O error on its write path and refuses further writes."""
-
-
-class LogCorrupted(Exception):
-    """The log cannot be opened as it is on disk: `narad check` says more."""
-
-
-def _last_entry_valid(seg: Segment, index: SparseIndex) -> bool:
-    """Whether the index's last entry names a valid record with that offset and ID."""
-    offset, position, id_ms, id_seq = index.entry(len(index) - 1)
-    rec = seg.record_at(position)
-    return rec is not None and (rec.offset, rec.id_ms, rec.id_seq) == (offset, id_ms, id_seq)
-
-
-def _make_folder(path: Path) -> None:
-    """Create folder `path` and any missing parents, each made durable in its parent."""
-    missing = []
-    at = path
-    while not at.exists():
-        missing.append(at)
-        at = at.parent
-    for folder in reversed(missing):
-        folder.mkdir(exist_ok=True)
-        fsync_dir(folder.parent)
 
 
 def wall_clock_ms() -> int:
@@ -156,165 +127,15 @@ class Log:
         config: LogConfig | None = None,
         clock: Callable[[], int] = wall_clock_ms,
     ) -> Log:
-        """Open (creating if needed) the log in folder `path`, recovering its tail."""
+        """Open (creating if needed) the log in folder `path`, recovering its tail
+        (narad/log/opening.py)."""
         log = cls(Path(path), config or LogConfig(), clock)
-        log._open()
+        open_folder(log)
         return log
-
-    def _open(self) -> None:
-        _make_folder(self.path)
-        for stray in self.path.glob("*" + checkpoint.TEMP_SUFFIX):
-            stray.unlink()
-        bases = sorted(
-            base for p in self.path.iterdir() if (base := parse_segment_name(p.name)) is not None
-        )
-        start = self._read_start_checkpoint()
-        try:
-            for base in bases:
-                self._add_segment(Segment(self.path, base))
-            for seg in self.segments[:-1]:
-                self._open_sealed(seg)
-            if self.segments:
-                self._recover_active(self.segments[-1])
-        except CorruptSegment as exc:
-            self.close()
-            raise LogCorrupted(str(exc)) from exc
-        if not self.segments:
-            self._add_segment(Segment(self.path, start, create=True))
-            fsync_dir(self.path)
-        self._check_contiguous()
-        active = self.active
-        tail = active if not active.empty or len(self.segments) == 1 else self.segments[-2]
-        self.last_id = tail.last_id
-        self.last_timestamp_ms = tail.last_timestamp_ms
-        self.written_end = self.durable_end = self._pending_offset = active.next_offset
-        self.start_offset = max(start, self.segments[0].base_offset)
-        if self.start_offset > self.next_offset:
-            # The start was moved past records a crash then lost: appends from here
-            # on must not fall below it at the next open.
-            self.start_offset = self.next_offset
-            checkpoint.write(self.path / START_CHECKPOINT, [f"start {self.start_offset}"])
-        self.durable_start = self.start_offset
-        self.journaled_end = self.committed_end = self.next_offset
-        self._load_epochs()
 
     def _add_segment(self, seg: Segment) -> None:
         self.segments.append(seg)
         self._bases.append(seg.base_offset)
-
-    def _open_sealed(self, seg: Segment) -> None:
-        """Trust a sealed segment's index after cheap checks, else rebuild it."""
-        if seg.size == 0:
-            raise CorruptSegment(seg.path, 0, "empty segment that is not the last one")
-        index = SparseIndex.load(seg.index_path)
-        if index is None or not self._index_usable(seg, index):
-            logger.info("rebuilding index of %s", seg.path)
-            seg.rebuild_index()
-            seg.index.write_all(seg.index_path)
-            return
-        entries = len(index)
-        end = self._resume_from_index(seg, index)
-        if end < seg.size:
-            raise CorruptSegment(seg.path, end, "bad record in a sealed segment")
-        if len(seg.index) != entries:  # the index file was short
-            seg.index.write_all(seg.index_path)
-
-    @staticmethod
-    def _index_usable(seg: Segment, index: SparseIndex) -> bool:
-        return index.structurally_valid(seg.base_offset, seg.size) and _last_entry_valid(seg, index)
-
-    def _recover_active(self, seg: Segment) -> None:
-        """Scan the active segment's tail; truncate at the first bad record."""
-        index = SparseIndex.load(seg.index_path) or SparseIndex()
-        index.truncate_from(seg.size)
-        while len(index) and not self._index_usable_prefix(seg, index):
-            index.truncate_from(index.entry(len(index) - 1)[1])
-        end = self._resume_from_index(seg, index)
-        if end < seg.size:
-            if seg.zeros_from(end):  # space reserved ahead of writes, never written
-                logger.debug("%s: released %d reserved bytes", seg.path, seg.size - end)
-            else:
-                logger.warning(
-                    "truncated the tail of %s: dropped %d bytes from byte %d",
-                    seg.path,
-                    seg.size - end,
-                    end,
-                )
-            os.ftruncate(seg.fd, end)
-            seg.size = seg.allocated = end
-        os.fsync(seg.fd)
-        seg.index.write_all(seg.index_path)
-
-    def _resume_from_index(self, seg: Segment, index: SparseIndex) -> int:
-        """Adopt `index` (every entry trusted), then account for the records from its
-        last entry on; return the byte position where valid records end."""
-        seg.index = index
-        last = index.last()
-        position = 0
-        if last is not None:
-            position = last[1]
-            seg.next_offset = last[0]
-            seg.first_timestamp_ms = self._first_timestamp(seg)
-            index.truncate_from(position)  # re-added by the scan
-        return self._scan_tail(seg, position)
-
-    def _index_usable_prefix(self, seg: Segment, index: SparseIndex) -> bool:
-        """Whether the last entry names a valid record (of the right base for entry 0)."""
-        first = index.entry(0)
-        if first[0] != seg.base_offset or first[1] != 0:
-            index.truncate_from(0)
-            return True
-        return _last_entry_valid(seg, index)
-
-    @staticmethod
-    def _first_timestamp(seg: Segment) -> int:
-        rec = seg.record_at(0)
-        return rec.timestamp_ms if rec is not None else 0
-
-    def _scan_tail(self, seg: Segment, position: int) -> int:
-        """Account for valid records from `position`; return where the valid data ends.
-
-        A record that fails its checks ends the data; a valid record with an offset
-        other than the next one means the segment is misnamed or damaged in a way no
-        crash causes, and raises CorruptSegment (nothing is truncated for it).
-        """
-        expected = seg.next_offset
-        reported = position
-        chunk = 4 * 1024 * 1024
-        while position < seg.size:
-            buf = seg.pread(position, min(chunk, seg.size - position))
-            records, used, status, detail = format.scan(buf, 0, position, 1 << 30)
-            for rec in records:
-                if rec.offset != expected:
-                    raise CorruptSegment(
-                        seg.path, rec.position, f"offset {rec.offset} where {expected} was expected"
-                    )
-                seg.note_record(rec.offset, rec.position, rec.id_ms, rec.id_seq, rec.timestamp_ms)
-                expected += 1
-            position += used
-            if status == SCAN_BAD:
-                # A zero length field starts reserved space, or a tail that never made
-                # it to disk: the caller judges the bytes from here as a whole.
-                if buf[used : used + 4] != bytes(4):
-                    logger.warning("%s: bad record at byte %d: %s", seg.path, position, detail)
-                return position
-            if status != SCAN_OK:
-                if position + int(detail) > seg.size:
-                    return position  # a record cut off by the end of the file
-                chunk = max(chunk, int(detail))
-            if position - reported >= PROGRESS_BYTES:
-                reported = position
-                logger.info("recovering %s: %d of %d bytes", seg.path, position, seg.size)
-        return position
-
-    def _check_contiguous(self) -> None:
-        for prev, cur in zip(self.segments, self.segments[1:], strict=False):
-            if prev.next_offset != cur.base_offset:
-                self.close()
-                raise LogCorrupted(
-                    f"{prev.path} ends at offset {prev.next_offset} "
-                    f"but the next segment starts at {cur.base_offset}"
-                )
 
     def close(self) -> None:
         """Write and fsync what is buffered, persist indexes, release files."""
@@ -836,26 +657,6 @@ class Log:
         return reading.offset_of_id(self, id_ms, id_seq, after)
 
     # -- checkpoints ----------------------------------------------------------------
-
-    def _read_start_checkpoint(self) -> int:
-        lines = checkpoint.read(self.path / START_CHECKPOINT)
-        try:
-            if lines and lines[0].startswith("start "):
-                return int(lines[0].split()[1])
-        except ValueError:
-            logger.warning("%s: malformed start checkpoint ignored", self.path)
-        return 0
-
-    def _load_epochs(self) -> None:
-        lines = checkpoint.read(self.path / EPOCHS_CHECKPOINT) or []
-        try:
-            epochs = [(int(a), int(b)) for a, b in (line.split() for line in lines)]
-        except ValueError:
-            logger.warning("%s: malformed epochs checkpoint ignored", self.path)
-            epochs = []
-        self.epochs = [(e, first) for e, first in epochs if first <= self.next_offset]
-        if len(self.epochs) != len(epochs):
-            self._write_epochs()
 
     def _write_epochs(self) -> None:
         checkpoint.write(

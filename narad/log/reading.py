@@ -11,9 +11,8 @@ Contracts (the words are those of docs/design.md, "The words are contracts"):
   decodes the buffer's records in place instead.
 - Reads never return a record below the logical start (`start_offset`).
 - Reads run on the writer's thread (a read may write the buffer).
-- The read hint (`Log._read_hint`) names where the record after the last one read
-  starts; a read that goes on from there scans no records before it. Positions only
-  change by truncation, which clears it.
+- A read leaves the read hint (`Log._read_hint`) at the record after the last one it
+  returned, so that a read going on from there scans no records before it.
 - An index entry that does not name its record (StaleIndex) has that segment's index
   rebuilt from the segment, and the read goes on; every record read is CRC-checked by
   `format.scan`.
