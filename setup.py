@@ -53,6 +53,8 @@ COMPILED = [
     "narad/queues/queue.py",
     "narad/queues/service.py",
     "narad/log/log.py",
+    "narad/log/opening.py",
+    "narad/log/reading.py",
     "narad/log/journal.py",
     "narad/log/segment.py",
 ]

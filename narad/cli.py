@@ -198,7 +198,8 @@ def _journal_problems(root: Path, repair: bool) -> list[Problem]:
         return [Problem(Kind.IO_ERROR, root / JOURNAL_FOLDER, None, what)]
     if repair and problems and all(p.repairable for p in problems):
         from narad.keyspace import settle_journal
-        from narad.log.log import LogCorrupted, LogFailed
+        from narad.log.log import LogFailed
+        from narad.log.opening import LogCorrupted
 
         try:
             settle_journal(root)

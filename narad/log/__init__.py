@@ -1,7 +1,8 @@
 """The storage floor: segment logs on local disk (docs/log-format.md)."""
 
 from narad.log.format import FLAG_ENTRY, Record, decode_fields, encode_fields
-from narad.log.log import FsyncPolicy, Log, LogConfig, LogCorrupted, LogFailed
+from narad.log.log import FsyncPolicy, Log, LogConfig, LogFailed
+from narad.log.opening import LogCorrupted
 from narad.log.segment import CorruptSegment
 
 __all__ = [

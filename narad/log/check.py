@@ -54,7 +54,7 @@ from narad.log.format import (
     Record,
 )
 from narad.log.index import ENTRY, ENTRY_BYTES, IndexEntry, SparseIndex
-from narad.log.log import EPOCHS_CHECKPOINT, START_CHECKPOINT
+from narad.log.opening import EPOCHS_CHECKPOINT, START_CHECKPOINT
 from narad.log.segment import INDEX_SUFFIX, parse_segment_name, zero_tail
 
 # Bytes read per pread; a single larger record is read whole.

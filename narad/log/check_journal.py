@@ -63,7 +63,7 @@ from narad.log.journal import (
     describe_key,
     log_key,
 )
-from narad.log.log import START_CHECKPOINT
+from narad.log.opening import START_CHECKPOINT
 from narad.log.segment import segment_name, zero_tail
 
 # Records of one log whose bytes differ from the journal's, listed; more are counted

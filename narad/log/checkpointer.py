@@ -27,7 +27,8 @@ from pathlib import Path
 
 from narad.log import checkpoint
 from narad.log.journal import Journal
-from narad.log.log import START_CHECKPOINT, Log, LogFailed
+from narad.log.log import Log, LogFailed
+from narad.log.opening import START_CHECKPOINT
 
 logger = logging.getLogger("narad.log")
 

@@ -13,7 +13,7 @@ logs themselves are written behind the journal, with no fsync on the commit path
 log keeps its journaled records in memory until a read needs them in the file, its
 buffer grows past `BEHIND_LOG_BYTES`, all logs together hold more than
 `BEHIND_BYTES_MAX`, or a checkpoint comes. Reads see every committed record either way
-(a log writes its buffer before it reads its files: narad/log/log.py).
+(a log writes its buffer before it reads its files: narad/log/reading.py).
 
 A checkpoint (narad/log/checkpointer.py) fsyncs every log the commits since the last
 one touched and records the journal position up to which every log is durable, with
@@ -45,7 +45,8 @@ from typing import Any
 import msgpack
 
 from narad.log import checkpoint, format
-from narad.log.log import FsyncPolicy, Log, LogConfig, LogCorrupted, LogFailed
+from narad.log.log import FsyncPolicy, Log, LogConfig, LogFailed
+from narad.log.opening import LogCorrupted
 from narad.log.segment import segment_name
 
 logger = logging.getLogger("narad.log")

@@ -1,5 +1,10 @@
 """A log: a folder of segments, appended to by one writer, read by anyone.
 
+This module holds the Log and its writing: append, the write buffer and what of it the
+journal has taken, write, sync, roll, epochs, truncation, moves of the start, and
+retention. How a folder becomes a Log, and what the opening trusts of it, is
+narad/log/opening.py; a Log's reads are narad/log/reading.py.
+
 Contracts (the words are those of docs/design.md, "The words are contracts"):
 
 - `append` only encodes a record into the writer's buffer; `write` puts the buffer in
@@ -7,9 +12,10 @@ Contracts (the words are those of docs/design.md, "The words are contracts"):
   survive a crash of the machine by this log alone. A log under the node's journal
   (narad/log/journal.py) needs neither for its records to be appended or durable:
   their commit record in the journal is; the log is written and fsynced behind it.
-- Every offset below `next_offset` is readable: a read writes the buffer first.
+- Every offset below `next_offset` is readable: a read writes the buffer first
+  (narad/log/reading.py).
 - Offsets are dense and monotonic; stream IDs and timestamps are non-decreasing.
-- After `open` everything in the log is durable (recovery ends with an fsync).
+- After `open` everything in the log is durable (narad/log/opening.py).
 - An I/O error while writing or fsyncing fails the log for good: later writes raise
   LogFailed with the first error; nothing is retried, since a failed fsync may have
   dropped dirty pages that a retry would report as clean.
@@ -22,42 +28,28 @@ thread); `_lock` guards what they share. Reads run on the writer's thread.
 
 from __future__ import annotations
 
-import bisect
 import enum
-import itertools
 import logging
 import os
 import threading
 import time
-from collections.abc import Callable, Collection, Iterator, Sequence
+from collections.abc import Callable, Collection, Sequence
 from pathlib import Path
 from typing import NamedTuple
 
-from narad.log import checkpoint, format
+from narad.log import checkpoint, format, reading
 from narad.log.checkpoint import fsync_dir
-from narad.log.format import SCAN_BAD, SCAN_OK, Record
-from narad.log.index import INTERVAL_BYTES, SparseIndex
-from narad.log.segment import (
-    CHUNK_BYTES,
-    CorruptSegment,
-    Segment,
-    StaleIndex,
-    parse_segment_name,
-)
+from narad.log.format import Record
+from narad.log.index import INTERVAL_BYTES
+from narad.log.opening import EPOCHS_CHECKPOINT, START_CHECKPOINT, open_folder
+from narad.log.segment import Segment
 
 logger = logging.getLogger("narad.log")
 
-START_CHECKPOINT = "start.checkpoint"
-EPOCHS_CHECKPOINT = "epochs.checkpoint"
-# A recovery scan logs its progress every this many bytes.
-PROGRESS_BYTES = 256 * 1024 * 1024
 # The active segment's index file is appended to once this many entries (of one per
 # INTERVAL_BYTES of records) are durable and not in it yet, not at every fsync: the
 # index is a cache, and an open scans the records past its last entry anyway.
 INDEX_WRITE_ENTRIES = 16
-# read_with_buffer decodes at most this many buffered records ahead of the first one
-# it returns; a read further into the write buffer writes it and reads the file.
-BUFFER_SKIP_MAX = 64
 
 
 class FsyncPolicy(enum.Enum):
@@ -78,54 +70,8 @@ class LogFailed(Exception):
     """The log met an I/O error on its write path and refuses further writes."""
 
 
-class LogCorrupted(Exception):
-    """The log cannot be opened as it is on disk: `narad check` says more."""
-
-
-def _last_entry_valid(seg: Segment, index: SparseIndex) -> bool:
-    """Whether the index's last entry names a valid record with that offset and ID."""
-    offset, position, id_ms, id_seq = index.entry(len(index) - 1)
-    rec = seg.record_at(position)
-    return rec is not None and (rec.offset, rec.id_ms, rec.id_seq) == (offset, id_ms, id_seq)
-
-
-def _take(records: Iterator[Record], count_max: int, bytes_max: int) -> list[Record]:
-    """The first records of `records`: at most `count_max`, and no more than
-    `bytes_max` bytes of them unless the very first alone is larger."""
-    out: list[Record] = []
-    size = 0
-    if count_max <= 0:
-        return out
-    for rec in records:
-        if out and size + rec.size > bytes_max:
-            break
-        out.append(rec)
-        size += rec.size
-        if len(out) >= count_max:
-            break
-    return out
-
-
-def _make_folder(path: Path) -> None:
-    """Create folder `path` and any missing parents, each made durable in its parent."""
-    missing = []
-    at = path
-    while not at.exists():
-        missing.append(at)
-        at = at.parent
-    for folder in reversed(missing):
-        folder.mkdir(exist_ok=True)
-        fsync_dir(folder.parent)
-
-
 def wall_clock_ms() -> int:
     return time.time_ns() // 1_000_000
-
-
-def _exact_chunk(seg: Segment, count: int) -> int:
-    """Bytes to read from a record's own position in `seg` for about `count` records
-    (their size averaged over the segment), one more header included."""
-    return min(CHUNK_BYTES, count * seg.average_record_bytes() + format.HEADER_BYTES)
 
 
 class Log:
@@ -181,165 +127,15 @@ class Log:
         config: LogConfig | None = None,
         clock: Callable[[], int] = wall_clock_ms,
     ) -> Log:
-        """Open (creating if needed) the log in folder `path`, recovering its tail."""
+        """Open (creating if needed) the log in folder `path`, recovering its tail
+        (narad/log/opening.py)."""
         log = cls(Path(path), config or LogConfig(), clock)
-        log._open()
+        open_folder(log)
         return log
-
-    def _open(self) -> None:
-        _make_folder(self.path)
-        for stray in self.path.glob("*" + checkpoint.TEMP_SUFFIX):
-            stray.unlink()
-        bases = sorted(
-            base for p in self.path.iterdir() if (base := parse_segment_name(p.name)) is not None
-        )
-        start = self._read_start_checkpoint()
-        try:
-            for base in bases:
-                self._add_segment(Segment(self.path, base))
-            for seg in self.segments[:-1]:
-                self._open_sealed(seg)
-            if self.segments:
-                self._recover_active(self.segments[-1])
-        except CorruptSegment as exc:
-            self.close()
-            raise LogCorrupted(str(exc)) from exc
-        if not self.segments:
-            self._add_segment(Segment(self.path, start, create=True))
-            fsync_dir(self.path)
-        self._check_contiguous()
-        active = self.active
-        tail = active if not active.empty or len(self.segments) == 1 else self.segments[-2]
-        self.last_id = tail.last_id
-        self.last_timestamp_ms = tail.last_timestamp_ms
-        self.written_end = self.durable_end = self._pending_offset = active.next_offset
-        self.start_offset = max(start, self.segments[0].base_offset)
-        if self.start_offset > self.next_offset:
-            # The start was moved past records a crash then lost: appends from here
-            # on must not fall below it at the next open.
-            self.start_offset = self.next_offset
-            checkpoint.write(self.path / START_CHECKPOINT, [f"start {self.start_offset}"])
-        self.durable_start = self.start_offset
-        self.journaled_end = self.committed_end = self.next_offset
-        self._load_epochs()
 
     def _add_segment(self, seg: Segment) -> None:
         self.segments.append(seg)
         self._bases.append(seg.base_offset)
-
-    def _open_sealed(self, seg: Segment) -> None:
-        """Trust a sealed segment's index after cheap checks, else rebuild it."""
-        if seg.size == 0:
-            raise CorruptSegment(seg.path, 0, "empty segment that is not the last one")
-        index = SparseIndex.load(seg.index_path)
-        if index is None or not self._index_usable(seg, index):
-            logger.info("rebuilding index of %s", seg.path)
-            seg.rebuild_index()
-            seg.index.write_all(seg.index_path)
-            return
-        entries = len(index)
-        end = self._resume_from_index(seg, index)
-        if end < seg.size:
-            raise CorruptSegment(seg.path, end, "bad record in a sealed segment")
-        if len(seg.index) != entries:  # the index file was short
-            seg.index.write_all(seg.index_path)
-
-    @staticmethod
-    def _index_usable(seg: Segment, index: SparseIndex) -> bool:
-        return index.structurally_valid(seg.base_offset, seg.size) and _last_entry_valid(seg, index)
-
-    def _recover_active(self, seg: Segment) -> None:
-        """Scan the active segment's tail; truncate at the first bad record."""
-        index = SparseIndex.load(seg.index_path) or SparseIndex()
-        index.truncate_from(seg.size)
-        while len(index) and not self._index_usable_prefix(seg, index):
-            index.truncate_from(index.entry(len(index) - 1)[1])
-        end = self._resume_from_index(seg, index)
-        if end < seg.size:
-            if seg.zeros_from(end):  # space reserved ahead of writes, never written
-                logger.debug("%s: released %d reserved bytes", seg.path, seg.size - end)
-            else:
-                logger.warning(
-                    "truncated the tail of %s: dropped %d bytes from byte %d",
-                    seg.path,
-                    seg.size - end,
-                    end,
-                )
-            os.ftruncate(seg.fd, end)
-            seg.size = seg.allocated = end
-        os.fsync(seg.fd)
-        seg.index.write_all(seg.index_path)
-
-    def _resume_from_index(self, seg: Segment, index: SparseIndex) -> int:
-        """Adopt `index` (every entry trusted), then account for the records from its
-        last entry on; return the byte position where valid records end."""
-        seg.index = index
-        last = index.last()
-        position = 0
-        if last is not None:
-            position = last[1]
-            seg.next_offset = last[0]
-            seg.first_timestamp_ms = self._first_timestamp(seg)
-            index.truncate_from(position)  # re-added by the scan
-        return self._scan_tail(seg, position)
-
-    def _index_usable_prefix(self, seg: Segment, index: SparseIndex) -> bool:
-        """Whether the last entry names a valid record (of the right base for entry 0)."""
-        first = index.entry(0)
-        if first[0] != seg.base_offset or first[1] != 0:
-            index.truncate_from(0)
-            return True
-        return _last_entry_valid(seg, index)
-
-    @staticmethod
-    def _first_timestamp(seg: Segment) -> int:
-        rec = seg.record_at(0)
-        return rec.timestamp_ms if rec is not None else 0
-
-    def _scan_tail(self, seg: Segment, position: int) -> int:
-        """Account for valid records from `position`; return where the valid data ends.
-
-        A record that fails its checks ends the data; a valid record with an offset
-        other than the next one means the segment is misnamed or damaged in a way no
-        crash causes, and raises CorruptSegment (nothing is truncated for it).
-        """
-        expected = seg.next_offset
-        reported = position
-        chunk = 4 * 1024 * 1024
-        while position < seg.size:
-            buf = seg.pread(position, min(chunk, seg.size - position))
-            records, used, status, detail = format.scan(buf, 0, position, 1 << 30)
-            for rec in records:
-                if rec.offset != expected:
-                    raise CorruptSegment(
-                        seg.path, rec.position, f"offset {rec.offset} where {expected} was expected"
-                    )
-                seg.note_record(rec.offset, rec.position, rec.id_ms, rec.id_seq, rec.timestamp_ms)
-                expected += 1
-            position += used
-            if status == SCAN_BAD:
-                # A zero length field starts reserved space, or a tail that never made
-                # it to disk: the caller judges the bytes from here as a whole.
-                if buf[used : used + 4] != bytes(4):
-                    logger.warning("%s: bad record at byte %d: %s", seg.path, position, detail)
-                return position
-            if status != SCAN_OK:
-                if position + int(detail) > seg.size:
-                    return position  # a record cut off by the end of the file
-                chunk = max(chunk, int(detail))
-            if position - reported >= PROGRESS_BYTES:
-                reported = position
-                logger.info("recovering %s: %d of %d bytes", seg.path, position, seg.size)
-        return position
-
-    def _check_contiguous(self) -> None:
-        for prev, cur in zip(self.segments, self.segments[1:], strict=False):
-            if prev.next_offset != cur.base_offset:
-                self.close()
-                raise LogCorrupted(
-                    f"{prev.path} ends at offset {prev.next_offset} "
-                    f"but the next segment starts at {cur.base_offset}"
-                )
 
     def close(self) -> None:
         """Write and fsync what is buffered, persist indexes, release files."""
@@ -478,8 +274,18 @@ class Log:
         offset = self._pending_offset + self._pending_records
         index = seg.index
         due = format.encode_entries(
-            pending, argvs, first, offset, ts, self._epoch, flags, id_ms, id_seq,
-            position, index.last_position, INTERVAL_BYTES,
+            pending,
+            argvs,
+            first,
+            offset,
+            ts,
+            self._epoch,
+            flags,
+            id_ms,
+            id_seq,
+            position,
+            index.last_position,
+            INTERVAL_BYTES,
         )
         config = self.config
         if (seg.next_offset != seg.base_offset or count > 1) and (
@@ -819,7 +625,7 @@ class Log:
             self.start_offset = max(self.start_offset, self.segments[0].base_offset)
         return deleted
 
-    # -- reading --------------------------------------------------------------------
+    # -- reading (narad/log/reading.py) ---------------------------------------------
 
     def read(
         self,
@@ -828,152 +634,15 @@ class Log:
         bytes_max: int = 1 << 62,
         end: int | None = None,
     ) -> list[Record]:
-        """Records from `offset` on (at least the first one, if any), oldest first,
-        stopping before offset `end` (default: the log's end, buffered records
-        written to the file first), after `count_max` records, or once `bytes_max`
-        record bytes are reached."""
-        if end is None and self._pending:
-            self.write()
-        end = self.written_end if end is None else min(end, self.written_end)
-        offset = max(offset, self.start_offset)
-        if bytes_max < 1 << 62 or count_max <= 0:
-            records = itertools.chain.from_iterable(self._batches_from(offset, end, count_max))
-            return _take(records, count_max, bytes_max)
-        out: list[Record] = []
-        for batch in self._batches_from(offset, end, count_max):
-            out += batch
-            if len(out) >= count_max:
-                del out[count_max:]
-                break
-        if out:
-            last = out[-1]
-            seg = self._segment_of(last.offset)
-            self._read_hint = (last.offset + 1, seg, last.position + last.size)
-        return out
+        return reading.read(self, offset, count_max, bytes_max, end)
 
     def read_entries(
         self, offset: int, count: int, high: int, deleted: Collection[int]
     ) -> tuple[list[tuple[int, bytes]], tuple[int, int] | None, bool] | None:
-        """A stream's read of entries that goes on right where the last read ended
-        (the read hint names `offset`): the (ID, payload) of the records from `offset`
-        on in the hint's segment, without making Records (`format.scan_entries`;
-        `deleted`, `high` and `count` as it takes them). Returns (entries, after,
-        above): `after` is the ID of the last record taken and the offset after it
-        (None: none taken); `above` says a record above `high` ended the read. The
-        read stops at the segment's end; the caller goes on with `read` if it wants
-        more. None, and nothing read, when the hint does not name `offset`."""
-        if self._pending:
-            self.write()
-        if offset < self.start_offset:
-            return None
-        seg = self._segment_of(offset)
-        position = self._hinted(seg, offset)
-        if position is None:
-            return None
-        entries, after, above, end = seg.scan_entries(
-            position, count, high, deleted, _exact_chunk(seg, count)
-        )
-        if after is not None:
-            self._read_hint = (after[1], seg, end)
-        return entries, after, above
+        return reading.read_entries(self, offset, count, high, deleted)
 
     def read_with_buffer(self, offset: int, count_max: int) -> list[Record]:
-        """`read`, and past `written_end` the records still buffered by `append`
-        (not yet appended to the file: see `write`), decoded from the write buffer
-        with the positions they will have in the active segment. A read of what was
-        just buffered (a pop right after a push) then costs no write and no file read;
-        its reply still waits for the commit that appends it (docs/durability.md)."""
-        pending = self._pending_records
-        first = max(offset, self.start_offset)
-        if pending and first >= self.journaled_end > self._pending_offset:
-            # The buffer's older records are committed ones waiting to be written
-            # (narad/log/journal.py): what is wanted lies past them, where the
-            # records no commit has taken yet begin.
-            journaled = self.journaled_end
-            return self._decode_buffer(first, count_max, journaled, self._pending_journaled)
-        if pending and first - self._pending_offset > BUFFER_SKIP_MAX:
-            self.write()
-        written = self.written_end
-        out = self.read(offset, count_max, end=written) if offset < written else []
-        wanted = count_max - len(out)
-        if wanted <= 0 or not self._pending_records:
-            return out
-        first = out[-1].offset + 1 if out else first
-        return out + self._decode_buffer(first, wanted, self._pending_offset, 0)
-
-    def _decode_buffer(self, first: int, count: int, base: int, at: int) -> list[Record]:
-        """At most `count` records from offset `first` on, decoded from the write
-        buffer, whose record `base` starts at byte `at` (first >= base)."""
-        skip = first - base
-        if first >= self.next_offset:
-            return []
-        records = format.scan(self._pending, at, self.active.size, skip + count)[0][skip:]
-        if records:
-            last = records[-1]
-            self._read_hint = (last.offset + 1, self.active, last.position + last.size)
-        return records
-
-    def _batches_from(self, offset: int, end: int, count_hint: int) -> Iterator[list[Record]]:
-        """The records from `offset` up to `end`, a list at a time, read in chunks sized
-        for about `count_hint` records; rebuilds a stale index and goes on."""
-        while True:
-            try:
-                for batch in self._batches_from_once(offset, end, count_hint):
-                    yield batch
-                    offset = batch[-1].offset + 1
-                return
-            except StaleIndex as exc:
-                self._rebuild_stale(exc)
-
-    def _batches_from_once(
-        self, offset: int, end: int, count_hint: int
-    ) -> Iterator[list[Record]]:
-        if offset >= end:
-            return
-        i = max(bisect.bisect_right(self._bases, offset) - 1, 0)
-        for seg in self.segments[i:]:
-            if seg.base_offset >= end:
-                return
-            position = self._hinted(seg, offset)
-            if position is not None:
-                # Right at the first record wanted: read about `count_hint` records,
-                # and make (and CRC-check) no more of them than that per batch.
-                batch_max = count_hint
-                chunk = _exact_chunk(seg, count_hint)
-            else:
-                position = seg.checked_entry(max(seg.index.floor_offset(offset), 0))[1]
-                batch_max = 1 << 30
-                wanted = INTERVAL_BYTES + count_hint * seg.average_record_bytes()
-                chunk = min(CHUNK_BYTES, max(wanted, 2 * INTERVAL_BYTES))
-            for batch in seg.scan_batches(position, seg.size, chunk, batch_max):
-                if batch[0].offset >= offset and batch[-1].offset < end:
-                    yield batch
-                    continue
-                kept = [rec for rec in batch if offset <= rec.offset < end]
-                if kept:
-                    yield kept
-                if batch[-1].offset >= end:
-                    return
-
-    def _hinted(self, seg: Segment, offset: int) -> int | None:
-        """The position of record `offset` in `seg` when the last read ended right
-        before it (the read hint), else None."""
-        hint = self._read_hint
-        if hint is not None and hint[0] == offset and hint[1] is seg:
-            return hint[2]
-        return None
-
-    def _segment_of(self, offset: int) -> Segment:
-        """The segment holding `offset` (an offset from `start_offset` on)."""
-        return self.segments[bisect.bisect_right(self._bases, offset) - 1]
-
-    def _rebuild_stale(self, exc: StaleIndex) -> None:
-        """An index entry was wrong: rebuild that segment's index from the segment."""
-        logger.warning("%s; rebuilding it", exc)
-        self.write()  # the writer's buffered records must be in the file to be indexed
-        seg = exc.segment
-        seg.rebuild_index()
-        seg.index.write_all(seg.index_path)
+        return reading.read_with_buffer(self, offset, count_max)
 
     def read_reverse(
         self,
@@ -982,108 +651,12 @@ class Log:
         bytes_max: int = 1 << 62,
         end: int | None = None,
     ) -> list[Record]:
-        """Records at `offset` and below, newest first, never below the logical start
-        and never at or above `end` (default: the log's end, as `read`)."""
-        if end is None and self._pending:
-            self.write()
-        end = self.written_end if end is None else min(end, self.written_end)
-        offset = min(offset, end - 1)
-        return _take(self._iter_reverse(offset), count_max, bytes_max)
-
-    def _iter_reverse(self, offset: int) -> Iterator[Record]:
-        while True:
-            try:
-                for rec in self._iter_reverse_once(offset):
-                    yield rec
-                    offset = rec.offset - 1
-                return
-            except StaleIndex as exc:
-                self._rebuild_stale(exc)
-
-    def _iter_reverse_once(self, offset: int) -> Iterator[Record]:
-        if offset < self.start_offset:
-            return
-        i = bisect.bisect_right(self._bases, offset) - 1
-        while i >= 0:
-            seg = self.segments[i]
-            entry_i = seg.index.floor_offset(offset)
-            while entry_i >= 0:
-                start = seg.checked_entry(entry_i)[1]
-                stop = seg.size
-                if entry_i + 1 < len(seg.index):
-                    stop = min(stop, seg.checked_entry(entry_i + 1)[1])
-                window = [r for r in seg.scan_from(start, stop) if r.offset <= offset]
-                for rec in reversed(window):
-                    if rec.offset < self.start_offset:
-                        return
-                    yield rec
-                entry_i -= 1
-            i -= 1
+        return reading.read_reverse(self, offset, count_max, bytes_max, end)
 
     def offset_of_id(self, id_ms: int, id_seq: int, after: bool = False) -> int:
-        """The first offset whose record's stream ID is >= the given ID (> with
-        `after`), or `written_end` when there is none. The result may lie below the
-        logical start; callers clamp."""
-        if self._pending:
-            self.write()
-        while True:
-            try:
-                return self._offset_of_id(id_ms, id_seq, after)
-            except StaleIndex as exc:
-                self._rebuild_stale(exc)
-
-    def _offset_of_id(self, id_ms: int, id_seq: int, after: bool) -> int:
-        key = (id_ms, id_seq)
-        if self.written_end == self.segments[0].base_offset:
-            return self.written_end
-        # The answer lies in the last segment whose first ID is below the key (or
-        # the first segment), or right after it.
-        i = 0
-        lo, hi = 0, len(self.segments)
-        while lo < hi:
-            mid = (lo + hi) // 2
-            seg = self.segments[mid]
-            first = seg.index.entry(0) if len(seg.index) else None
-            if first is not None and (
-                (first[2], first[3]) <= key if after else (first[2], first[3]) < key
-            ):
-                i = mid
-                lo = mid + 1
-            else:
-                hi = mid
-        for seg in self.segments[i:]:
-            e = seg.index.floor_id_below(id_ms, id_seq, inclusive=after)
-            position = seg.checked_entry(max(e, 0))[1] if len(seg.index) else 0
-            # The record sought is at most an index interval on, if in this segment.
-            for rec in seg.scan_from(position, seg.size, 2 * INTERVAL_BYTES):
-                if rec.offset >= self.written_end:
-                    return self.written_end
-                rid = (rec.id_ms, rec.id_seq)
-                if (rid > key) if after else (rid >= key):
-                    return rec.offset
-        return self.written_end
+        return reading.offset_of_id(self, id_ms, id_seq, after)
 
     # -- checkpoints ----------------------------------------------------------------
-
-    def _read_start_checkpoint(self) -> int:
-        lines = checkpoint.read(self.path / START_CHECKPOINT)
-        try:
-            if lines and lines[0].startswith("start "):
-                return int(lines[0].split()[1])
-        except ValueError:
-            logger.warning("%s: malformed start checkpoint ignored", self.path)
-        return 0
-
-    def _load_epochs(self) -> None:
-        lines = checkpoint.read(self.path / EPOCHS_CHECKPOINT) or []
-        try:
-            epochs = [(int(a), int(b)) for a, b in (line.split() for line in lines)]
-        except ValueError:
-            logger.warning("%s: malformed epochs checkpoint ignored", self.path)
-            epochs = []
-        self.epochs = [(e, first) for e, first in epochs if first <= self.next_offset]
-        if len(self.epochs) != len(epochs):
-            self._write_epochs()
 
     def _write_epochs(self) -> None:
         checkpoint.write(

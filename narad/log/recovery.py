@@ -22,7 +22,8 @@ from collections.abc import Mapping
 from narad.log import format
 from narad.log.checkpointer import Checkpoint
 from narad.log.journal import BEHIND_LOG_BYTES, BadCommit, Journal, commits, describe_key
-from narad.log.log import Log, LogCorrupted
+from narad.log.log import Log
+from narad.log.opening import LogCorrupted
 
 logger = logging.getLogger("narad.log")
 

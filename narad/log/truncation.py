@@ -33,7 +33,8 @@ from pathlib import Path
 from narad.log import checkpointer
 from narad.log.checkpointer import Checkpoint
 from narad.log.journal import Journal, commits
-from narad.log.log import FsyncPolicy, LogCorrupted
+from narad.log.log import FsyncPolicy
+from narad.log.opening import LogCorrupted
 
 logger = logging.getLogger("narad.log")
 

@@ -22,7 +22,8 @@ from narad.log.check import (
 )
 from narad.log.format import FLAG_ENTRY, Record
 from narad.log.index import ENTRY_BYTES
-from narad.log.log import EPOCHS_CHECKPOINT, START_CHECKPOINT, Log, LogConfig
+from narad.log.log import Log, LogConfig
+from narad.log.opening import EPOCHS_CHECKPOINT, START_CHECKPOINT
 from narad.log.segment import segment_name
 
 SMALL = LogConfig(segment_bytes=8192)

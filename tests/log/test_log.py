@@ -11,7 +11,8 @@ import pytest
 
 from narad.log import format
 from narad.log.index import ENTRY_BYTES, INTERVAL_BYTES, SparseIndex
-from narad.log.log import FsyncPolicy, Log, LogConfig, LogCorrupted, LogFailed
+from narad.log.log import FsyncPolicy, Log, LogConfig, LogFailed
+from narad.log.opening import LogCorrupted
 from narad.log.segment import CorruptSegment, segment_name
 
 SMALL = LogConfig(segment_bytes=8192)
