@@ -20,10 +20,6 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from narad.config import (
-    GB,
-    KB,
-    LLONG_MAX,
-    MB,
     REWRITE_MARK,
     SETTINGS,
     BadValue,
@@ -32,14 +28,12 @@ from narad.config import (
     ConfigError,
     OutputBufferLimits,
     Setting,
-    format_memory,
-    glob_match,
     lookup,
-    parse_memory,
-    quote,
     render_example_config,
-    split_args,
 )
+from narad.config.glob import glob_match
+from narad.config.lexer import quote, split_args
+from narad.config.numbers import GB, KB, LLONG_MAX, MB, format_memory, parse_memory
 from tests.servers import RedisProcess, have_redis_server
 
 ROOT = Path(__file__).resolve().parents[1]

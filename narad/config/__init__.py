@@ -29,13 +29,21 @@ from collections.abc import Callable, Iterable, Sequence
 from pathlib import Path
 from typing import ClassVar, NamedTuple
 
-KB = 1024
-MB = 1024 * KB
-GB = 1024 * MB
-INT_MAX = 2**31 - 1
-UINT_MAX = 2**32 - 1
-LLONG_MAX = 2**63 - 1
-LLONG_MIN = -(2**63)
+from narad.config.glob import glob_match
+from narad.config.lexer import bare_or_quoted, quote, split_args
+from narad.config.numbers import (
+    GB,
+    INT_MAX,
+    KB,
+    LLONG_MAX,
+    MB,
+    UINT_MAX,
+    format_memory,
+    format_percentile,
+    parse_integer,
+    parse_memory,
+)
+
 BIND_ADDRESSES_MAX = 16
 
 # Marks where CONFIG REWRITE starts appending settings the file did not have.
@@ -65,228 +73,6 @@ class ConfigError(Exception):
 
 class BadValue(Exception):
     """A value a kind cannot accept; the text is Redis's reason, e.g. "argument must ..."."""
-
-
-# -- Text: Redis's argument splitting, quoting, numbers and globs ------------------------
-
-_C_SPACE = " \t\n\v\f\r"  # isspace() in the C locale
-_TOKEN_END = " \n\r\t"
-_ESCAPES = {"n": "\n", "r": "\r", "t": "\t", "b": "\b", "a": "\a"}
-_REPR = {"\\": "\\\\", '"': '\\"', "\n": "\\n", "\r": "\\r", "\t": "\\t", "\a": "\\a", "\b": "\\b"}
-_HEX = "0123456789abcdefABCDEF"
-
-
-def split_args(line: str) -> list[str] | None:
-    """Split a config line as redis-server does (sdssplitargs); None on bad quoting.
-
-    Arguments are separated by blanks. "double quotes" take \\n \\r \\t \\b \\a, \\xHH
-    and \\<any char>; 'single quotes' take only \\'. A closing quote must be followed by
-    a blank or the end of the line. Quotes may start inside an argument: a"b c" is
-    one argument, `ab c`.
-    """
-    args: list[str] = []
-    i, n = 0, len(line)
-    while True:
-        while i < n and line[i] in _C_SPACE:
-            i += 1
-        if i >= n:
-            return args
-        token = _split_token(line, i)
-        if token is None:
-            return None
-        text, i = token
-        args.append(_normal(text))
-
-
-def _split_token(line: str, i: int) -> tuple[str, int] | None:
-    """One argument starting at `i`: its text and the index after it, or None."""
-    out: list[str] = []
-    quote = ""
-    n = len(line)
-    while True:
-        c = line[i] if i < n else ""
-        if quote == '"':
-            if c == "\\" and line[i + 1 : i + 2] == "x" and _is_hex(line[i + 2 : i + 4]):
-                out.append(_byte_char(int(line[i + 2 : i + 4], 16)))
-                i += 3
-            elif c == "\\" and i + 1 < n:
-                i += 1
-                out.append(_ESCAPES.get(line[i], line[i]))
-            elif c == '"':
-                if i + 1 < n and line[i + 1] not in _C_SPACE:
-                    return None
-                return "".join(out), i + 1
-            elif not c:
-                return None
-            else:
-                out.append(c)
-        elif quote == "'":
-            if c == "\\" and line[i + 1 : i + 2] == "'":
-                i += 1
-                out.append("'")
-            elif c == "'":
-                if i + 1 < n and line[i + 1] not in _C_SPACE:
-                    return None
-                return "".join(out), i + 1
-            elif not c:
-                return None
-            else:
-                out.append(c)
-        elif not c or c in _TOKEN_END:
-            return "".join(out), i + 1
-        elif c in "\"'":
-            quote = c
-        else:
-            out.append(c)
-        i += 1
-
-
-def _is_hex(pair: str) -> bool:
-    return len(pair) == 2 and all(ch in _HEX for ch in pair)
-
-
-def _byte_char(byte: int) -> str:
-    """The character a raw byte stands for: itself if ASCII, else its surrogate escape."""
-    return chr(byte) if byte < 0x80 else chr(0xDC00 + byte)
-
-
-def _normal(text: str) -> str:
-    """Join escaped bytes that form UTF-8 ("\\xc3\\xa9" becomes "é")."""
-    return text.encode("utf-8", "surrogateescape").decode("utf-8", "surrogateescape")
-
-
-def quote(text: str) -> str:
-    """`text` in double quotes as redis-server writes strings (sdscatrepr):
-    split_args(quote(s)) == [s] for every s."""
-    out = ['"']
-    for byte in text.encode("utf-8", "surrogateescape"):
-        ch = chr(byte)
-        if ch in _REPR:
-            out.append(_REPR[ch])
-        elif 0x20 <= byte < 0x7F:
-            out.append(ch)
-        else:
-            out.append(f"\\x{byte:02x}")
-    out.append('"')
-    return "".join(out)
-
-
-def _bare_or_quoted(text: str) -> str:
-    """An argument as written in a config file: bare when that splits back the same."""
-    if text and all(0x20 < ord(ch) < 0x7F and ch not in "\"'\\" for ch in text):
-        return text
-    return quote(text)
-
-
-_MEMORY = re.compile(r"([0-9]+)(b|k|kb|m|mb|g|gb)?", re.IGNORECASE)
-_UNITS = {"": 1, "b": 1, "k": 1000, "kb": KB, "m": 1000**2, "mb": MB, "g": 1000**3, "gb": GB}
-
-
-def parse_memory(text: str) -> int:
-    """A byte count with Redis's units: b, k (1000), kb (1024), m, mb, g, gb, any case.
-
-    Raises ValueError("argument must be a memory value") for anything else (a sign,
-    blanks, a fraction, an empty string).
-    """
-    match = _MEMORY.fullmatch(text)
-    if match is None:
-        raise ValueError("argument must be a memory value")
-    return int(match[1]) * _UNITS[(match[2] or "").lower()]
-
-
-def format_memory(count: int) -> str:
-    """A byte count as CONFIG REWRITE writes it: in gb, mb or kb when exact."""
-    for unit, size in (("gb", GB), ("mb", MB), ("kb", KB)):
-        if count and count % size == 0:
-            return f"{count // size}{unit}"
-    return str(count)
-
-
-_INTEGER = re.compile(r"-?[1-9][0-9]*|0")
-
-
-def parse_integer(text: str) -> int:
-    """A signed 64-bit integer in Redis's strict form: no '+', no blanks, no leading
-    zeros, no "-0". Raises ValueError otherwise."""
-    if _INTEGER.fullmatch(text) is None or not LLONG_MIN <= int(text) <= LLONG_MAX:
-        raise ValueError("argument couldn't be parsed into an integer")
-    return int(text)
-
-
-def glob_match(pattern: str, name: str) -> bool:
-    """Redis's glob (stringmatchlen), case-insensitive: * ? [abc] [^a] [a-z] and \\x.
-
-    As in Redis, an unclosed [ ends at the end of the pattern, and a character escaped
-    inside brackets compares case-sensitively.
-    """
-    return _glob(pattern, 0, name, 0, [False])
-
-
-def _glob(pat: str, p: int, text: str, s: int, give_up: list[bool]) -> bool:
-    # give_up[0]: a '*' found that the rest of the pattern matches no suffix, so
-    # trying longer matches for earlier stars is pointless (keeps this linear-ish).
-    while p < len(pat) and s < len(text):
-        c = pat[p]
-        if c == "*":
-            return _glob_star(pat, p, text, s, give_up)
-        if c == "[":
-            p, ok = _glob_class(pat, p + 1, text[s])
-            if not ok:
-                return False
-        elif c != "?":
-            if c == "\\" and p + 1 < len(pat):
-                p += 1
-            if pat[p].lower() != text[s].lower():
-                return False
-        p += 1
-        s += 1
-        if s == len(text):
-            while p < len(pat) and pat[p] == "*":
-                p += 1
-    return p == len(pat) and s == len(text)
-
-
-def _glob_star(pat: str, p: int, text: str, s: int, give_up: list[bool]) -> bool:
-    while p + 1 < len(pat) and pat[p + 1] == "*":
-        p += 1
-    if p + 1 == len(pat):
-        return True
-    for start in range(s, len(text)):
-        if _glob(pat, p + 1, text, start, give_up):
-            return True
-        if give_up[0]:
-            return False
-    give_up[0] = True
-    return False
-
-
-def _glob_class(pat: str, p: int, ch: str) -> tuple[int, bool]:
-    """Match `ch` against the bracket class starting after '['.
-
-    Returns the index of the closing ']' (or of the last character when unclosed)
-    and whether `ch` matched.
-    """
-    negate = p < len(pat) and pat[p] == "^"
-    p += negate
-    matched = False
-    while True:
-        left = len(pat) - p
-        if left >= 2 and pat[p] == "\\":
-            p += 1
-            matched |= pat[p] == ch
-        elif left and pat[p] == "]":
-            break
-        elif not left:
-            p -= 1
-            break
-        elif left >= 3 and pat[p + 1] == "-":
-            low, high = sorted((pat[p], pat[p + 2]))
-            matched |= low.lower() <= ch.lower() <= high.lower()
-            p += 2
-        else:
-            matched |= pat[p].lower() == ch.lower()
-        p += 1
-    return p, matched != negate
 
 
 # -- Kinds: how each kind of setting parses, shows and writes its value ------------------
@@ -427,7 +213,7 @@ class BindKind(Kind):
 
     def write(self, value: object) -> list[str]:
         addresses = str(value).split()
-        return [" ".join(_bare_or_quoted(a) for a in addresses) if addresses else '""']
+        return [" ".join(bare_or_quoted(a) for a in addresses) if addresses else '""']
 
 
 _SAVE_NUMBER = re.compile(r"[ \t\n\v\f\r]*[+-]?[0-9]+")
@@ -499,11 +285,6 @@ class PercentilesKind(Kind):
 
     def write(self, value: object) -> list[str]:
         return [self.show(value) or '""']
-
-
-def format_percentile(value: float) -> str:
-    """A percentile as Redis prints it: C's %f, trailing zeros (and point) dropped."""
-    return f"{value:f}".rstrip("0").rstrip(".")
 
 
 class BufferLimit(NamedTuple):
@@ -1010,7 +791,7 @@ class Config:
         flag = name if name.startswith("--") else f"--{name}"
         bare = flag[2:]
         where = _Where(
-            f"Reading the command line, at option {flag}", f"{bare} {_bare_or_quoted(value)}"
+            f"Reading the command line, at option {flag}", f"{bare} {bare_or_quoted(value)}"
         )
         setting = lookup(bare)
         if setting is None:
