@@ -22,16 +22,14 @@ from hypothesis import strategies as st
 from narad.config import (
     REWRITE_MARK,
     SETTINGS,
-    BadValue,
-    BufferLimit,
     Config,
     ConfigError,
-    OutputBufferLimits,
     Setting,
     lookup,
     render_example_config,
 )
 from narad.config.glob import glob_match
+from narad.config.kinds import BadValue, BufferLimit, OutputBufferLimits
 from narad.config.lexer import quote, split_args
 from narad.config.numbers import GB, KB, LLONG_MAX, MB, format_memory, parse_memory
 from tests.servers import RedisProcess, have_redis_server
