@@ -19,11 +19,12 @@ import redis
 from hypothesis import given
 from hypothesis import strategies as st
 
-from narad.config import REWRITE_MARK, Config, ConfigError, render_example_config
+from narad.config import Config, ConfigError, render_example_config
 from narad.config.glob import glob_match
 from narad.config.kinds import BadValue, BufferLimit, OutputBufferLimits
 from narad.config.lexer import quote, split_args
 from narad.config.numbers import GB, KB, LLONG_MAX, MB, format_memory, parse_memory
+from narad.config.rewrite import REWRITE_MARK
 from narad.config.settings import SETTINGS, Setting, lookup
 from tests.servers import RedisProcess, have_redis_server
 

@@ -21,8 +21,6 @@ carried as surrogate escapes, so they encode back to the same bytes.
 from __future__ import annotations
 
 import contextlib
-import os
-import tempfile
 import textwrap
 from collections.abc import Callable, Iterable, Sequence
 from pathlib import Path
@@ -31,10 +29,8 @@ from typing import NamedTuple
 from narad.config.glob import glob_match
 from narad.config.kinds import BadValue
 from narad.config.lexer import bare_or_quoted, split_args
+from narad.config.rewrite import read_lines, replace_file, rewritten
 from narad.config.settings import SETTINGS, Setting, file_lines, lookup
-
-# Marks where CONFIG REWRITE starts appending settings the file did not have.
-REWRITE_MARK = "# Settings below were added by CONFIG REWRITE"
 
 
 class ConfigError(Exception):
@@ -291,36 +287,15 @@ class Config:
     # -- CONFIG REWRITE -----------------------------------------------------------------
 
     def rewrite(self) -> None:
-        """CONFIG REWRITE: write the values in effect into `path`.
-
-        Comments, blank lines and line order are kept (runs of blank lines become
-        one). A setting's lines are replaced in place (by its main name); extra lines
-        of it are blanked; a setting the file lacks is appended, after a marker line,
-        only if it differs from its default. Lines that are not settings are kept as
-        comments starting "# ??? ". The new file replaces the old atomically (temp
-        file, fsync, rename, fsync of the folder) and keeps its permissions.
-        """
+        """CONFIG REWRITE: write the values in effect into `path`, keeping its comments
+        and line order, and replace the old file atomically (narad/config/rewrite.py)."""
         if self.path is None:
             raise ConfigError("The server is running without a config file")
         try:
-            old = _read_lines(self.path)
-            _replace_file(self.path, self._rewritten(old))
+            old = read_lines(self.path)
+            replace_file(self.path, rewritten(old, self._values))
         except OSError as exc:
             raise ConfigError(f"Rewriting config file: {exc.strerror or exc}") from None
-
-    def _rewritten(self, old: list[str]) -> str:
-        lines, slots = _index_lines(old)
-        for setting in SETTINGS:
-            free = slots.pop(setting.name, [])
-            defaults = set(file_lines(setting, setting.default))
-            for text in file_lines(setting, self._values[setting.name]):
-                if free:
-                    lines[free.pop(0)] = text
-                elif text not in defaults:
-                    _append_marked(lines, text)
-            for index in free:
-                lines[index] = ""
-        return "".join(line + "\n" for line in _squeeze_blanks(lines))
 
 
 def _set_arguments(setting: Setting, text: str) -> list[str]:
@@ -332,78 +307,6 @@ def _set_arguments(setting: Setting, text: str) -> list[str]:
 def _set_error(name: str, reason: str) -> ConfigError:
     message = f"CONFIG SET failed (possibly related to argument '{name}') - {reason}"
     return ConfigError(message, reason)
-
-
-def _read_lines(path: Path) -> list[str]:
-    try:
-        text = path.read_bytes().decode("utf-8", "surrogateescape")
-    except FileNotFoundError:
-        return []
-    lines = text.split("\n")
-    return lines[:-1] if lines[-1] == "" else lines
-
-
-def _index_lines(old: list[str]) -> tuple[list[str], dict[str, list[int]]]:
-    """The old file's lines, trimmed, and where each setting's lines are."""
-    lines: list[str] = []
-    slots: dict[str, list[int]] = {}
-    for raw in old:
-        line = raw.strip(" \t\r\n")
-        args = split_args(line) if line and not line.startswith("#") else None
-        setting = lookup(args[0]) if args else None
-        if setting is not None:
-            slots.setdefault(setting.name, []).append(len(lines))
-        elif line and not line.startswith("#") and not _is_include(args):
-            line = f"# ??? {line}"
-        lines.append(line)
-    return lines, slots
-
-
-def _is_include(args: list[str] | None) -> bool:
-    return bool(args) and args is not None and args[0].lower() == "include"
-
-
-def _append_marked(lines: list[str], text: str) -> None:
-    if REWRITE_MARK not in lines:
-        lines.append(REWRITE_MARK)
-    lines.append(text)
-
-
-def _squeeze_blanks(lines: list[str]) -> list[str]:
-    out: list[str] = []
-    for line in lines:
-        if line or not out or out[-1]:
-            out.append(line)
-    return out
-
-
-def _replace_file(path: Path, text: str) -> None:
-    """Replace `path` with `text` so that a crash leaves the old or the new file whole."""
-    try:
-        mode = path.stat().st_mode & 0o7777
-    except FileNotFoundError:
-        mode = 0o644
-    fd, temp = tempfile.mkstemp(prefix=f"{path.name}.", suffix=".tmp", dir=path.parent)
-    try:
-        with os.fdopen(fd, "wb") as out:
-            out.write(text.encode("utf-8", "surrogateescape"))
-            out.flush()
-            os.fsync(out.fileno())
-        os.chmod(temp, mode)
-        os.replace(temp, path)
-    except BaseException:
-        with contextlib.suppress(OSError):
-            os.unlink(temp)
-        raise
-    _fsync_dir(path.parent)
-
-
-def _fsync_dir(folder: Path) -> None:
-    fd = os.open(folder, os.O_RDONLY | os.O_DIRECTORY)
-    try:
-        os.fsync(fd)
-    finally:
-        os.close(fd)
 
 
 # -- The example config file ------------------------------------------------------------
