@@ -19,7 +19,8 @@ import redis
 from hypothesis import given
 from hypothesis import strategies as st
 
-from narad.config import Config, ConfigError, render_example_config
+from narad.config import Config, ConfigError
+from narad.config.example import render_example_config
 from narad.config.glob import glob_match
 from narad.config.kinds import BadValue, BufferLimit, OutputBufferLimits
 from narad.config.lexer import quote, split_args
