@@ -1,14 +1,11 @@
-"""Narad's settings: the table, the config file, and CONFIG GET / SET / REWRITE.
+"""Narad's settings in effect (`Config`): loading the config file and command-line
+flags, CONFIG GET, CONFIG SET and CONFIG REWRITE, with the exact error texts of Redis
+7.0 for all of these (`ConfigError`).
 
-This module owns:
-
-- the table of settings (`SETTINGS`): name, kind, default, aliases, whether CONFIG SET
-  may change it, and the one-line doc from which conf/narad.conf is generated;
-- the config file in redis.conf syntax: one `name arg ...` per line, `#` comments at
-  the start of a line, arguments split and quoted as redis-server splits them;
-- CONFIG GET (Redis's glob, case-insensitive), CONFIG SET (several pairs, all or
-  nothing) and CONFIG REWRITE (comments and line order kept, written atomically);
-- the exact error texts of Redis 7.0 for all of these.
+The config file is in redis.conf syntax: one `name arg ...` per line, `#` comments at
+the start of a line, arguments split and quoted as redis-server splits them. CONFIG GET
+takes Redis's glob, case-insensitive; CONFIG SET takes several pairs, all or nothing;
+CONFIG REWRITE keeps comments and line order and writes atomically.
 
 It never opens sockets and never changes the process (no chdir, no daemonizing): a
 setting's effect belongs to whoever reads it, told of runtime changes by `on_change`.
@@ -16,6 +13,16 @@ File I/O happens only in `Config.load` and `Config.rewrite`.
 
 Values are text (`str`); bytes a client or a file gives that are not UTF-8 are
 carried as surrogate escapes, so they encode back to the same bytes.
+
+The package's other modules:
+
+- settings.py: the table of settings and lookup by name;
+- kinds.py: how each kind of value parses, shows and writes (BadValue);
+- lexer.py: redis.conf's argument splitting and quoting;
+- numbers.py: integers, byte counts and percentiles as Redis reads and writes them;
+- glob.py: the glob CONFIG GET matches names with;
+- rewrite.py: CONFIG REWRITE's new file text and the crash-safe replace;
+- example.py: conf/narad.conf, rendered from the table.
 """
 
 from __future__ import annotations
@@ -51,9 +58,6 @@ class ConfigError(Exception):
         self.reason = message if reason is None else reason
         self.path = path
         self.line = line
-
-
-# -- Config -----------------------------------------------------------------------------
 
 
 class _Where(NamedTuple):
