@@ -21,7 +21,7 @@ from typing import TYPE_CHECKING
 import narad
 from narad.commands.connection import REDIS_VERSION
 from narad.commands.table import all_commands
-from narad.config import format_percentile
+from narad.config.numbers import format_percentile
 
 if TYPE_CHECKING:
     from narad.server import Server

@@ -45,7 +45,8 @@ from typing import TYPE_CHECKING, Any
 
 import msgpack
 
-from narad.config import BadValue, Config
+from narad.config import Config
+from narad.config.kinds import BadValue
 from narad.log import FsyncPolicy, Log, LogConfig, LogCorrupted, LogFailed
 from narad.log import checkpointer as checkpoints
 from narad.log.checkpointer import Checkpoint, Checkpointer

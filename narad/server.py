@@ -42,7 +42,8 @@ from typing import Any
 from narad import errors, metrics
 from narad.barrier import CommitBarrier
 from narad.commands.table import LOOKUP, RUN_REPLY_BYTES_MAX, Block, Command, all_commands
-from narad.config import BadValue, Config, OutputBufferLimits
+from narad.config import Config
+from narad.config.kinds import BadValue, OutputBufferLimits
 from narad.errors import CommandError
 from narad.keyspace import Keyspace
 from narad.listen import Listeners

@@ -19,27 +19,14 @@ import redis
 from hypothesis import given
 from hypothesis import strategies as st
 
-from narad.config import (
-    GB,
-    KB,
-    LLONG_MAX,
-    MB,
-    REWRITE_MARK,
-    SETTINGS,
-    BadValue,
-    BufferLimit,
-    Config,
-    ConfigError,
-    OutputBufferLimits,
-    Setting,
-    format_memory,
-    glob_match,
-    lookup,
-    parse_memory,
-    quote,
-    render_example_config,
-    split_args,
-)
+from narad.config import Config, ConfigError
+from narad.config.example import render_example_config
+from narad.config.glob import glob_match
+from narad.config.kinds import BadValue, BufferLimit, OutputBufferLimits
+from narad.config.lexer import quote, split_args
+from narad.config.numbers import GB, KB, LLONG_MAX, MB, format_memory, parse_memory
+from narad.config.rewrite import REWRITE_MARK
+from narad.config.settings import SETTINGS, Setting, lookup
 from tests.servers import RedisProcess, have_redis_server
 
 ROOT = Path(__file__).resolve().parents[1]

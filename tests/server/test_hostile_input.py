@@ -35,7 +35,7 @@ from hypothesis import strategies as st
 
 import narad.commands  # noqa: F401 - fills the command table
 from narad.commands.table import Command, all_commands
-from narad.config import SETTINGS
+from narad.config.settings import SETTINGS
 from tests.server.raw import Raw
 from tests.servers import ROOT, NaradProcess, wait_until
 

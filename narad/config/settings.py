@@ -1,0 +1,345 @@
+"""The table of settings (`SETTINGS`): for each, its name and aliases, its kind, its
+default, whether CONFIG SET may change it, whether its value must not be logged, and
+the one-line doc and section from which conf/narad.conf is generated.
+
+Table order is the order in which CONFIG GET answers a glob, CONFIG REWRITE appends
+settings and conf/narad.conf lists them. `lookup` finds a setting by any of its names,
+in any case.
+"""
+
+from __future__ import annotations
+
+from typing import NamedTuple
+
+from narad.config.kinds import (
+    BindKind,
+    BoolKind,
+    BufferLimit,
+    BufferLimitKind,
+    EnumKind,
+    IntKind,
+    Kind,
+    MemoryKind,
+    OutputBufferLimits,
+    PercentilesKind,
+    SaveKind,
+    StringKind,
+)
+from narad.config.numbers import GB, INT_MAX, KB, LLONG_MAX, MB, UINT_MAX
+
+
+class Setting(NamedTuple):
+    """One setting. `default` is the typed value; `mutable` False means CONFIG SET
+    refuses it ("can't set immutable config"); `sensitive` values (passwords) must
+    not be logged; `doc` is one line for conf/narad.conf."""
+
+    name: str
+    kind: Kind
+    default: object
+    doc: str
+    section: str
+    mutable: bool = True
+    aliases: tuple[str, ...] = ()
+    sensitive: bool = False
+
+    def names(self) -> tuple[str, ...]:
+        return (self.name, *self.aliases)
+
+
+NETWORK = "Network"
+SERVER = "Server"
+LIMITS = "Protocol limits"
+STORAGE = "Durability and storage"
+STREAMS = "Streams"
+SLOWLOG = "Slow log and latency"
+REPLICATION = "Replication (reserved: replication is not implemented yet)"
+
+_NO_REPLICATION = "replication is not implemented yet"
+
+DEFAULT_OUTPUT_BUFFER_LIMITS = OutputBufferLimits(
+    normal=BufferLimit(GB, 0, 0),
+    replica=BufferLimit(256 * MB, 64 * MB, 60),
+    pubsub=BufferLimit(32 * MB, 8 * MB, 60),
+)
+
+SETTINGS: tuple[Setting, ...] = (
+    Setting("port", IntKind(0, 65535), 6379, "TCP port to listen on.", NETWORK),
+    Setting(
+        "bind",
+        BindKind(),
+        "127.0.0.1",
+        "Addresses to listen on, separated by spaces.",
+        NETWORK,
+    ),
+    Setting(
+        "protected-mode",
+        BoolKind(),
+        True,
+        "While requirepass is empty, accept clients from loopback addresses only.",
+        NETWORK,
+    ),
+    Setting(
+        "requirepass",
+        StringKind(),
+        "",
+        "Password clients must give with AUTH or HELLO (empty: none).",
+        NETWORK,
+        sensitive=True,
+    ),
+    Setting(
+        "maxclients",
+        IntKind(1, UINT_MAX),
+        10000,
+        "Most clients connected at once; further ones are refused. Each client holds a "
+        "file descriptor, and so does each segment file of each log: at start the server "
+        "lifts its soft open-files limit to the hard one (ulimit -Hn).",
+        NETWORK,
+    ),
+    Setting(
+        "timeout",
+        IntKind(0, INT_MAX),
+        0,
+        "Close a client idle for this many seconds (0: never).",
+        NETWORK,
+    ),
+    Setting(
+        "tcp-keepalive",
+        IntKind(0, INT_MAX),
+        300,
+        "TCP keepalive on client connections: the first probe after this many idle"
+        " seconds, then one every third of it, dropped after 3 unanswered (0: off). A"
+        " change applies to connections accepted after it.",
+        NETWORK,
+    ),
+    Setting(
+        "databases",
+        IntKind(1, INT_MAX),
+        16,
+        "Number of databases, selected with SELECT 0 .. n-1.",
+        SERVER,
+        mutable=False,
+    ),
+    Setting(
+        "dir",
+        StringKind(),
+        "./narad-data",
+        "Folder that holds the logs (relative to the folder Narad starts in).",
+        SERVER,
+        mutable=False,
+    ),
+    Setting(
+        "loglevel",
+        EnumKind(("debug", "verbose", "notice", "warning", "nothing")),
+        "notice",
+        "How much to log: debug, verbose, notice, warning or nothing.",
+        SERVER,
+    ),
+    Setting(
+        "logfile",
+        StringKind(),
+        "",
+        "File to log to (empty: standard error).",
+        SERVER,
+        mutable=False,
+    ),
+    Setting(
+        "daemonize",
+        BoolKind(only=False, why="Narad does not daemonize"),
+        False,
+        "Must be no: run Narad in the foreground under a supervisor instead.",
+        SERVER,
+        mutable=False,
+    ),
+    Setting(
+        "pidfile",
+        StringKind(),
+        "",
+        "File the server writes its process ID to once it holds its data dir, and removes"
+        " when it stops cleanly (empty: none).",
+        SERVER,
+        mutable=False,
+    ),
+    Setting(
+        "enable-debug-command",
+        EnumKind(("no", "yes", "local")),
+        "no",
+        "Allow the DEBUG command: no, yes, or local (loopback clients only).",
+        SERVER,
+        mutable=False,
+    ),
+    Setting(
+        "shutdown-timeout",
+        IntKind(1, INT_MAX),
+        10,
+        "Seconds a stop (SIGTERM, SIGINT) may take: past them the process exits at once,"
+        " as kill -9 would, even if a request holds the event loop.",
+        SERVER,
+    ),
+    Setting(
+        "proto-max-bulk-len",
+        MemoryKind(MB, LLONG_MAX),
+        512 * MB,
+        "Largest bulk string a client may send.",
+        LIMITS,
+    ),
+    Setting(
+        "client-query-buffer-limit",
+        MemoryKind(MB, LLONG_MAX),
+        GB,
+        "Most unparsed input buffered for one client before it is disconnected.",
+        LIMITS,
+    ),
+    Setting(
+        "client-output-buffer-limit",
+        BufferLimitKind(),
+        DEFAULT_OUTPUT_BUFFER_LIMITS,
+        "Per client class: <class> <hard> <soft> <soft-seconds>. A client whose pending"
+        " replies pass the hard limit, or stay past the soft one for longer than that"
+        " (checked once a second), is disconnected; 0 turns a limit off. Unlike Redis"
+        " (normal 0 0 0), Narad gives normal clients a 1gb hard limit by default. Every"
+        " Narad client is of class normal: the replica and pubsub limits are accepted"
+        " and reported for tools that set them.",
+        LIMITS,
+    ),
+    Setting(
+        "fsync",
+        EnumKind(("everysec", "always", "no")),
+        "always",
+        "When log writes reach the disk: always (before the reply), everysec (within"
+        " about a second), or no (when the OS decides). Also named appendfsync.",
+        STORAGE,
+        aliases=("appendfsync",),
+    ),
+    Setting(
+        "appendonly",
+        BoolKind(only=True, why="Narad always writes its log"),
+        True,
+        "Always yes: every write goes to the log before it is acknowledged.",
+        STORAGE,
+    ),
+    Setting(
+        "save",
+        SaveKind(),
+        "",
+        "Accepted and reported for tools that set it; Narad takes no snapshots (the log"
+        " is the data).",
+        STORAGE,
+    ),
+    Setting(
+        "segment-bytes",
+        MemoryKind(KB, LLONG_MAX),
+        64 * MB,
+        "Start a new log segment before one would pass this size.",
+        STORAGE,
+    ),
+    Setting(
+        "segment-ms",
+        IntKind(0, LLONG_MAX),
+        7 * 24 * 3600 * 1000,
+        "Start a new segment once the current one's first record is this many"
+        " milliseconds old (0: never).",
+        STORAGE,
+    ),
+    Setting(
+        "retention-ms",
+        IntKind(0, LLONG_MAX),
+        0,
+        "Delete sealed segments whose newest record is older than this many"
+        " milliseconds (0: keep forever).",
+        STORAGE,
+    ),
+    Setting(
+        "retention-bytes",
+        MemoryKind(0, LLONG_MAX),
+        0,
+        "Delete a log's oldest sealed segments beyond this total size (0: unlimited).",
+        STORAGE,
+    ),
+    Setting(
+        "checkpoint-bytes",
+        MemoryKind(MB, LLONG_MAX),
+        128 * MB,
+        "Checkpoint once this much journal was written since the last checkpoint: every"
+        " log is fsynced and the journal before the checkpoint is deleted. Bounds how"
+        " much journal a restart replays.",
+        STORAGE,
+    ),
+    Setting(
+        "checkpoint-seconds",
+        IntKind(1, 24 * 3600),
+        60,
+        "Checkpoint at least this often while commits come in.",
+        STORAGE,
+    ),
+    Setting(
+        "stream-node-max-entries",
+        IntKind(0, LLONG_MAX),
+        100,
+        "Entries per stream node: the granularity of approximate (~) trimming.",
+        STREAMS,
+    ),
+    Setting(
+        "stream-node-max-bytes",
+        MemoryKind(0, LLONG_MAX),
+        4096,
+        "Accepted and reported for compatibility; ~ trimming counts entries only.",
+        STREAMS,
+    ),
+    Setting(
+        "slowlog-log-slower-than",
+        IntKind(-1, LLONG_MAX),
+        10000,
+        "Log commands slower than this many microseconds (-1: none, 0: all).",
+        SLOWLOG,
+    ),
+    Setting(
+        "slowlog-max-len",
+        IntKind(0, LLONG_MAX),
+        128,
+        "Entries kept in the slow log; the oldest go first.",
+        SLOWLOG,
+    ),
+    Setting(
+        "latency-tracking",
+        BoolKind(),
+        True,
+        "Keep a latency histogram per command, for INFO latencystats.",
+        SLOWLOG,
+    ),
+    Setting(
+        "latency-tracking-info-percentiles",
+        PercentilesKind(),
+        (50.0, 99.0, 99.9),
+        'The percentiles INFO latencystats shows, from 0 to 100 ("": none).',
+        SLOWLOG,
+    ),
+    Setting(
+        "min-replicas-to-ack",
+        IntKind(0, 0, why=_NO_REPLICATION),
+        0,
+        "Will acknowledge a write once this many replicas have it. Only 0 (at once) is"
+        " accepted until replication exists.",
+        REPLICATION,
+    ),
+    Setting(
+        "replica-read-only",
+        BoolKind(only=True, why=_NO_REPLICATION),
+        True,
+        "Will make a replica refuse writes from clients. Also named slave-read-only. Only"
+        " yes is accepted until replication exists.",
+        REPLICATION,
+        aliases=("slave-read-only",),
+    ),
+)
+
+_BY_NAME: dict[str, Setting] = {name: s for s in SETTINGS for name in s.names()}
+
+
+def lookup(name: str) -> Setting | None:
+    """The setting called `name` (any case, aliases too), or None."""
+    return _BY_NAME.get(name.lower())
+
+
+def file_lines(setting: Setting, value: object) -> list[str]:
+    """The config-file lines that set `setting` to `value`."""
+    return [f"{setting.name} {args}" for args in setting.kind.write(value)]
