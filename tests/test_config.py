@@ -1,4 +1,4 @@
-"""narad/config.py: the settings table, config files, CONFIG GET / SET / REWRITE.
+"""narad/config/: the settings table, config files, CONFIG GET / SET / REWRITE.
 
 Error texts are compared with a real redis-server 7.0 where both have the setting
 (skipped when redis-server is not installed).
