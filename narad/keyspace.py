@@ -179,8 +179,13 @@ class Keyspace:
                 self._compact_meta()
                 journal.commit()
         self.checkpointer = Checkpointer(journal, at)
-        for log in journal.logs.values():
-            journal.touched[log] = None  # what replay gave them is fsynced now
+        # The checkpoint below fsyncs what the commits since the last one gave the
+        # logs (replayed now, or written behind before the crash) and their start
+        # moves; every other log is as the last checkpoint found it, durable.
+        changed = replay.ends.keys() | replay.started
+        for key, log in journal.logs.items():
+            if at.trust_logs or key in changed:
+                journal.touched[log] = None
         self.checkpointer.run_now()
 
     def _replay_from(self) -> Checkpoint:

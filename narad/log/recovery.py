@@ -59,6 +59,7 @@ class Replay:
         self.journal = journal
         self.at = at
         self.ends: dict[int, int] = {}  # log key -> its end as the journal says
+        self.started: set[int] = set()  # keys of the logs whose start the journal moved
         self.records = 0  # records the logs took
         self.commits = 0
         self.end = at.position  # where the last whole commit ends
@@ -89,6 +90,7 @@ class Replay:
                         records += apply_records(log, first, count, body[at : at + nbytes])
                     at += nbytes
                 elif kind == "start":
+                    self.started.add(change[1])
                     log = logs.get(change[1])
                     if log is not None:
                         log.set_start(change[2])
