@@ -22,8 +22,8 @@ from narad.schema.keyspace import Unavailable
 from narad.streams import ids
 
 if TYPE_CHECKING:
+    from narad.events import KeyEvents
     from narad.keyspace import Keyspace
-    from narad.server import Server
     from narad.streams.stream import Stream
 
 logger = logging.getLogger("narad.queues")
@@ -38,7 +38,7 @@ class ServerAppends:
     """The queue service's appends: their schema judgement and the append itself."""
 
     keyspace: Keyspace
-    server: Server
+    events: KeyEvents
 
     def schema_faulted(self, stream: Stream) -> bool:
         """Whether `stream`'s schema state is unusable (a metadata op of it faulted:
@@ -83,7 +83,7 @@ class ServerAppends:
             assert sid is not None
             stream.add(sid, fields)
             sids.append(sid)
-        self.server.key_written(stream.db, stream.key)
+        self.events.key_written(stream.db, stream.key)
         return sids
 
 

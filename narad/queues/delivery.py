@@ -5,7 +5,7 @@
   read the records; each message goes out with a receipt that names its delivery.
   Q.ACK, Q.NACK and Q.TOUCH name a delivery by its receipt: one of an older delivery
   of the message is refused (STALE).
-- The timer: one loop timer at the earliest deadline or delay of any queue;
+- The timer: one loop timer (Timers) at the earliest deadline or delay of any queue;
   when it fires, due messages become visible (or are dead-lettered) and waiters are
   woken. A frozen clock arms no timer: it moves only by DEBUG CLOCK, which ticks.
 """
@@ -31,8 +31,8 @@ if TYPE_CHECKING:
     from collections.abc import Iterator
 
     from narad.clock import Clock
+    from narad.events import Commits, KeyEvents, Timers
     from narad.queues.queue import Queue
-    from narad.server import Server
 
 Delivered = tuple[Record, bytes, int]  # a delivered message: record, receipt, receives
 
@@ -41,7 +41,9 @@ class Delivery:
     """The queue service's delivering and its timer."""
 
     clock: Clock
-    server: Server
+    events: KeyEvents
+    commits: Commits
+    timers: Timers
     to_serve: set[Queue]
     _timer: asyncio.TimerHandle | None
     _timer_due: int
@@ -145,8 +147,7 @@ class Delivery:
 
     def arm(self, due: int) -> None:
         """Make sure the timer fires by `due` (clock ms)."""
-        loop = self.server.loop
-        if loop is None or self.clock.frozen_ms is not None:
+        if self.clock.frozen_ms is not None:
             return  # a frozen clock only moves by DEBUG CLOCK, which ticks
         if self._timer is not None and self._timer_due <= due:
             return
@@ -154,12 +155,12 @@ class Delivery:
             self._timer.cancel()
         delay = max(0, due - self.clock.now_ms()) / 1000
         self._timer_due = due
-        self._timer = loop.call_later(delay, self.tick)
+        self._timer = self.timers.call_later(delay, self.tick)
 
     def tick(self) -> None:
         """Deadlines and delays due now take effect in every queue."""
         self._timer = None
-        self.server.barrier.settle()
+        self.commits.settle()
         now = self.clock.now_ms()
         earliest = None
         for queue in list(self.queues()):
@@ -170,7 +171,7 @@ class Delivery:
                 earliest = due
         if earliest is not None:
             self.arm(earliest)
-        self.server.barrier.schedule()
+        self.commits.schedule()
 
     def _expire(self, queue: Queue, now: int) -> None:
         due = queue.next_due()
@@ -187,10 +188,10 @@ class Delivery:
     def wake(self, queue: Queue) -> None:
         """Visible messages appeared: blocked Q.POP clients and push consumers."""
         stream = queue.stream
-        self.server.signal_key(stream.db, stream.key)
+        self.events.signal_key(stream.db, stream.key)
         if queue.consumers:
             self.to_serve.add(queue)
-            self.server.barrier.schedule()
+            self.commits.schedule()
 
 
 def stale(raw: bytes, why: str) -> CommandError:

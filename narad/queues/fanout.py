@@ -27,10 +27,10 @@ from narad.streams import ids
 if TYPE_CHECKING:
     from collections.abc import Collection
 
+    from narad.events import Commits
     from narad.log import Log
     from narad.queues.queue import Queue
     from narad.schema.errors import PayloadError
-    from narad.server import Server
     from narad.streams.stream import Stream
 
 FORWARD_BATCH = 512  # records copied per subscription per loop iteration
@@ -39,7 +39,7 @@ FORWARD_BATCH = 512  # records copied per subscription per loop iteration
 class FanOut(ServerAppends):
     """The queue service's copying from sources into their subscribers."""
 
-    server: Server
+    commits: Commits
     # The queues that subscribe to a source: forward copies into them after each
     # commit. It may hold a queue that no longer subscribes (forward drops it).
     subscribing: set[Queue]
@@ -103,7 +103,7 @@ class FanOut(ServerAppends):
                     stream.log_op(["q.subpos", sub.source, copied, stream.data.next_offset])
                     more = more or copied < end
         if more:
-            self.server.barrier.schedule()
+            self.commits.schedule()
 
     def _refused_copies(
         self, queue: Queue, source: Stream, refused: list[tuple[list[bytes], PayloadError]]

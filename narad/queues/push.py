@@ -18,9 +18,10 @@ from narad.queues.replies import message
 from narad.resp import Push
 
 if TYPE_CHECKING:
+    from narad.events import Commits
     from narad.queues.delivery import Delivered
     from narad.queues.queue import Queue
-    from narad.server import Client, Server
+    from narad.server import Client
     from narad.streams.stream import Stream
 
 PUSH_BATCH = 32  # messages one push consumer takes per turn, for fairness
@@ -44,7 +45,7 @@ class PushConsumer:
 class PushServing:
     """The queue service's push consumers: who holds what, and serving them."""
 
-    server: Server
+    commits: Commits
     to_serve: set[Queue]  # queues whose push consumers may take more
     consuming: int  # push consumers connected (a cheap test on the XADD path)
 
@@ -63,7 +64,7 @@ class PushServing:
         queue.consumers.append(consumer)
         self.consuming += 1
         self.to_serve.add(queue)
-        self.server.barrier.schedule()
+        self.commits.schedule()
         return consumer
 
     def stop_consuming(self, consumer: PushConsumer, release: bool = True) -> None:
@@ -85,7 +86,7 @@ class PushServing:
             if value is not None and unpack(value).state == IN_FLIGHT:
                 live.append(offset)
         self._release(queue, live)
-        self.server.barrier.schedule()
+        self.commits.schedule()
 
     def serve(self) -> None:
         """Push frames to consumers with room in their prefetch window. A consumer is
@@ -121,7 +122,7 @@ class PushServing:
                     progress = True
         if again:
             self.to_serve |= again
-            self.server.barrier.schedule()
+            self.commits.schedule()
 
     def _push(self, consumer: PushConsumer, delivered: list[Delivered]) -> None:
         queue = consumer.queue
@@ -141,7 +142,7 @@ class PushServing:
             if consumer is not None:
                 consumer.held.discard(offset)
                 self.to_serve.add(queue)
-                self.server.barrier.schedule()
+                self.commits.schedule()
 
     def written(self, stream: Stream) -> None:
         """An entry was appended to `stream` (XADD, Q.PUSH, a copy)."""

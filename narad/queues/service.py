@@ -11,12 +11,16 @@ module each:
 - what the server appends on its own, judged by the target's schema:
   narad/queues/appends.py.
 
+It reaches what the server owns only through the keyspace (narad/keyspace.py) and
+the narrow interfaces of narad/events.py: KeyEvents, Commits, Timers.
+
 Every change to queue state goes through `Stream.log_op`, so replies and push frames
 leave only after the commit that makes their ops durable.
 """
 
 from __future__ import annotations
 
+import asyncio
 from typing import TYPE_CHECKING
 
 from narad.clock import Clock
@@ -28,18 +32,23 @@ from narad.queues.push import PushServing
 from narad.queues.queue import new_secret
 
 if TYPE_CHECKING:
-    import asyncio
-    from collections.abc import Iterator
+    from collections.abc import Callable, Iterator
 
+    from narad.events import Commits, KeyEvents, Timers
+    from narad.keyspace import Keyspace
     from narad.queues.queue import Queue
-    from narad.server import Client, Server
+    from narad.server import Client
     from narad.streams.stream import Stream
 
 
 class QueueService(Delivery, DeadLetters, FanOut, PushServing):
-    def __init__(self, server: Server) -> None:
-        self.server = server
-        self.keyspace = server.keyspace
+    def __init__(
+        self, keyspace: Keyspace, events: KeyEvents, commits: Commits, timers: Timers
+    ) -> None:
+        self.keyspace = keyspace
+        self.events = events
+        self.commits = commits
+        self.timers = timers
         self.clock = Clock()
         self._timer: asyncio.TimerHandle | None = None
         self._timer_due = 0
@@ -101,4 +110,11 @@ class QueueService(Delivery, DeadLetters, FanOut, PushServing):
             self.stop_consuming(consumer, release=False)
         self.to_serve.discard(queue)
         self.subscribing.discard(queue)
-        self.server.barrier.schedule()
+        self.commits.schedule()
+
+
+class RunningLoop:
+    """Timers on the event loop that runs the call: the server's, once it serves."""
+
+    def call_later(self, delay: float, callback: Callable[[], object]) -> asyncio.TimerHandle:
+        return asyncio.get_running_loop().call_later(delay, callback)
