@@ -48,7 +48,7 @@ from narad.errors import CommandError
 from narad.keyspace import Keyspace
 from narad.listen import Listeners
 from narad.log import LogFailed
-from narad.queues.service import QueueService
+from narad.queues.service import QueueService, RunningLoop
 from narad.resp import (
     ErrorReply,
     ProtocolError,
@@ -119,8 +119,6 @@ class Server:
         self.config = config
         self.keyspace = Keyspace(config)
         self.keyspace.on_touch = self.key_written
-        self.queues = QueueService(self)
-        self.keyspace.on_delete = self.queues.dropped
         self.clients: dict[int, Client] = {}
         self.stats = Stats()
         self.slowlog: deque[SlowEntry] = deque()
@@ -130,6 +128,8 @@ class Server:
         self.watchers: dict[tuple[int, bytes], set[Client]] = {}
         self.signaled: dict[tuple[int, bytes], None] = {}  # in the order signaled
         self.barrier = CommitBarrier(self.keyspace, self)
+        self.queues = QueueService(self.keyspace, self, self.barrier, RunningLoop())
+        self.keyspace.on_delete = self.queues.dropped
         self._next_client_id = 1
         self._cross_protocol_logged_s = -CROSS_PROTOCOL_LOG_INTERVAL_S
         self._cross_protocol_unlogged = 0  # attacks since the last log line

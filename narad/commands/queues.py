@@ -27,7 +27,7 @@ from narad.queues.queue import (
     Settings,
     new_secret,
 )
-from narad.queues.service import messages_reply, settings_reply
+from narad.queues.replies import messages_reply, settings_reply
 from narad.resp import NULL_ARRAY, SimpleString
 from narad.streams import ids
 from narad.streams.stream import pack_id

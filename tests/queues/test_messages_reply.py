@@ -7,7 +7,7 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from narad.log import Record, encode_fields
-from narad.queues.service import message, messages_reply
+from narad.queues.replies import message, messages_reply
 from narad.resp import encode
 
 U64 = st.integers(0, 2**64 - 1)
