@@ -9,9 +9,12 @@ from __future__ import annotations
 import os
 from pathlib import Path
 
+import pytest
+
 from narad.config import Config
 from narad.keyspace import Keyspace
 from narad.log import FsyncPolicy, Log, LogConfig
+from narad.log import journal as journal_module
 from narad.log.journal import KIND_DATA, KIND_META, KIND_STATE, Journal, log_key
 
 Record = tuple[bytes, int, int, int]  # payload, id_ms, id_seq, flags
@@ -20,6 +23,18 @@ Record = tuple[bytes, int, int, int]  # payload, id_ms, id_seq, flags
 def open_store(folder: Path, *settings: tuple[str, str]) -> Keyspace:
     store = Keyspace(Config.load(None, [("dir", str(folder)), *settings]))
     store.open()
+    return store
+
+
+def small_journal_segments(folder: Path, monkeypatch: pytest.MonkeyPatch) -> Keyspace:
+    """An open store whose journal spans several segments of 4 KiB: stream s (uid 1),
+    40 entries of about 300 bytes, each added by a commit of its own."""
+    monkeypatch.setattr(journal_module, "SEGMENT_BYTES", 4096)
+    store = open_store(folder)
+    stream = store.create_stream(0, b"s")
+    for _ in range(40):
+        stream.add(stream.last_id + 1, [b"pad", b"x" * 300])
+        store.journal.commit()
     return store
 
 

@@ -17,7 +17,7 @@ from narad.log.checkpointer import CHECKPOINT_FILE
 from narad.log.format import FLAG_ENTRY, encode_fields
 from narad.log.journal import FLAG_CONTINUES
 from narad.streams.stream import Stream
-from tests.journaled import crash, open_store
+from tests.journaled import crash, open_store, small_journal_segments
 
 
 def add(stream: Stream, n: int) -> None:
@@ -151,12 +151,7 @@ def test_a_missing_checkpoint_is_reported(tmp_path: Path) -> None:
 def test_the_newest_journal_segment_deleted_by_hand_is_reported(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    monkeypatch.setattr(journal_module, "SEGMENT_BYTES", 4096)
-    store = open_store(tmp_path)
-    stream = store.create_stream(0, b"s")
-    for _ in range(40):
-        stream.add(stream.last_id + 1, [b"pad", b"x" * 300])
-        store.journal.commit()
+    store = small_journal_segments(tmp_path, monkeypatch)
     crash(store)
     newest = sorted((tmp_path / "journal").glob("*.log"))[-1]
     newest.unlink()

@@ -16,7 +16,7 @@ from narad.log import journal as journal_module
 from narad.log.checkpointer import CHECKPOINT_FILE
 from narad.log.journal import FLAG_CONTINUES, commits
 from narad.streams.stream import Stream
-from tests.journaled import crash, open_store
+from tests.journaled import crash, open_store, small_journal_segments
 
 ENTRY = [b"field", b"value"]
 
@@ -215,12 +215,7 @@ def test_a_missing_or_damaged_checkpoint_is_refused(tmp_path: Path) -> None:
 def test_a_journal_segment_deleted_by_hand_is_refused(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    monkeypatch.setattr(journal_module, "SEGMENT_BYTES", 4096)
-    store = open_store(tmp_path)
-    stream = store.create_stream(0, b"s")
-    for _ in range(40):
-        stream.add(stream.last_id + 1, [b"pad", b"x" * 300])
-        store.journal.commit()
+    store = small_journal_segments(tmp_path, monkeypatch)
     crash(store)
     segments = sorted((tmp_path / "journal").glob("*.log"))
     assert len(segments) > 3
@@ -232,12 +227,7 @@ def test_a_journal_segment_deleted_by_hand_is_refused(
 def test_a_journal_segment_deleted_from_the_middle_is_refused(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    monkeypatch.setattr(journal_module, "SEGMENT_BYTES", 4096)
-    store = open_store(tmp_path)
-    stream = store.create_stream(0, b"s")
-    for _ in range(40):
-        stream.add(stream.last_id + 1, [b"pad", b"x" * 300])
-        store.journal.commit()
+    store = small_journal_segments(tmp_path, monkeypatch)
     crash(store)
     segments = sorted((tmp_path / "journal").glob("*.log"))
     segments[1].unlink()
@@ -248,12 +238,7 @@ def test_a_journal_segment_deleted_from_the_middle_is_refused(
 def test_the_newest_journal_segment_deleted_by_hand_is_refused(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    monkeypatch.setattr(journal_module, "SEGMENT_BYTES", 4096)
-    store = open_store(tmp_path)
-    stream = store.create_stream(0, b"s")
-    for _ in range(40):
-        stream.add(stream.last_id + 1, [b"pad", b"x" * 300])
-        store.journal.commit()
+    store = small_journal_segments(tmp_path, monkeypatch)
     store.journal.write_behind()  # the log holds what the lost segment held
     crash(store)
     segments = sorted((tmp_path / "journal").glob("*.log"))
@@ -268,12 +253,7 @@ def test_the_newest_journal_segment_deleted_by_hand_is_refused(
 def test_truncating_the_journal_across_segments_opens_again(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    monkeypatch.setattr(journal_module, "SEGMENT_BYTES", 4096)
-    store = open_store(tmp_path)
-    stream = store.create_stream(0, b"s")
-    for _ in range(40):
-        stream.add(stream.last_id + 1, [b"pad", b"x" * 300])
-        store.journal.commit()
+    store = small_journal_segments(tmp_path, monkeypatch)
     journal = store.journal
     assert len(journal.log.segments) > 3
     second = journal.log.segments[1].base_offset
@@ -301,12 +281,7 @@ def test_a_data_dir_from_before_the_journal_is_migrated(tmp_path: Path) -> None:
 def test_checkpoint_deletes_the_journal_before_it_and_moves_starts(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    monkeypatch.setattr(journal_module, "SEGMENT_BYTES", 4096)
-    store = open_store(tmp_path)
-    stream = store.create_stream(0, b"s")
-    for _ in range(40):
-        stream.add(stream.last_id + 1, [b"pad", b"x" * 300])
-        store.journal.commit()
+    store = small_journal_segments(tmp_path, monkeypatch)
     assert len(store.journal.log.segments) > 3
     store.checkpointer.run_now()
     assert len(store.journal.log.segments) == 1

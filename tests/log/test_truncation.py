@@ -11,11 +11,10 @@ import pytest
 
 from narad.keyspace import Keyspace
 from narad.log import Log, LogCorrupted
-from narad.log import journal as journal_module
 from narad.log.journal import Journal, commits
 from narad.log.truncation import truncate
 from narad.streams.stream import Stream
-from tests.journaled import crash, open_store
+from tests.journaled import crash, open_store, small_journal_segments
 
 
 def add(stream: Stream, n: int) -> list[int]:
@@ -132,12 +131,7 @@ def test_an_interrupted_truncation_keeps_the_whole_history_until_repeated(
 def test_truncating_past_the_retained_journal_is_refused(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    monkeypatch.setattr(journal_module, "SEGMENT_BYTES", 4096)
-    store = open_store(tmp_path)
-    stream = store.create_stream(0, b"s")
-    for _ in range(40):
-        stream.add(stream.last_id + 1, [b"pad", b"x" * 300])
-        store.journal.commit()
+    store = small_journal_segments(tmp_path, monkeypatch)
     store.close()  # the checkpoint deletes the journal segments before it
     with pytest.raises(LogCorrupted, match="needs the logs copied from the leader"):
         truncate(tmp_path, 1)
