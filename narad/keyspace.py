@@ -90,7 +90,6 @@ class Keyspace:
         # (db, key) -> a stream whose state log replay could not apply (see above)
         self.unavailable: dict[tuple[int, bytes], Stream] = {}
         self._doomed: list[Stream] = []  # deleted streams whose folders go after the commit
-        self._touched_state: dict[Stream, None] = {}
         self.on_touch: Callable[[int, bytes], None] = lambda db, key: None
         self.on_delete: Callable[[Stream], None] = lambda stream: None
         self.schemas = StreamSchemas()  # schema registry by stream uid

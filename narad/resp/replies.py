@@ -110,15 +110,6 @@ class ErrorReply:
         text = f"-{code} {self.message}" if self.message else f"-{code}"
         self.frame: Final = wire_bytes(text) + b"\r\n"
 
-    @classmethod
-    def from_text(cls, text: str) -> ErrorReply:
-        """`ErrorReply` from "CODE message"; text whose first word is not a code
-        gets the generic ERR code, as Redis's addReplyError does."""
-        code, _, message = text.partition(" ")
-        if _CODE.fullmatch(code):
-            return cls(code, message)
-        return cls("ERR", text)
-
     @property
     def text(self) -> str:
         """The error as the client sees it, without the leading '-'."""

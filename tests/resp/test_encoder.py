@@ -153,11 +153,10 @@ def test_surrogates_become_bytes() -> None:
 
 
 def test_error_reply_parts() -> None:
-    error = ErrorReply.from_text("NOGROUP No such key 'q'")
-    assert (error.code, error.message, error.text) == ("NOGROUP", "No such key 'q'", error.text)
+    error = ErrorReply("NOGROUP", "No such key 'q'")
+    assert (error.code, error.message) == ("NOGROUP", "No such key 'q'")
     assert error.text == "NOGROUP No such key 'q'"
-    assert ErrorReply.from_text("no code here") == ErrorReply("ERR", "no code here")
-    assert ErrorReply.from_text("Protocol error: x").code == "ERR"
+    assert ErrorReply("ERR", "").text == "ERR"
     assert ErrorReply("ERR", "x") == ErrorReply("ERR", "x") != ErrorReply("ERR", "y")
     assert len({ErrorReply("ERR", "x"), ErrorReply("ERR", "x")}) == 1
 
