@@ -33,7 +33,7 @@ STEPS = ("xreadgroup", "xack", "flush")
 async def cycles(count: int, per_read: int) -> dict[str, float]:
     """Microseconds of thread CPU per call of each step."""
     async with one_client() as (server, client):
-        execute = server.execute
+        execute = server.dispatch.execute
         value = b"v" * 100
         for _ in range(count):
             for _ in range(per_read):

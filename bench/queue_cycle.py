@@ -34,7 +34,7 @@ STEPS = ("push", "pop", "ack", "flush", "pop that waits", "release")
 async def cycles(count: int, pushes: int) -> dict[str, float]:
     """Microseconds of thread CPU per call of each step."""
     async with one_client() as (server, client):
-        execute = server.execute
+        execute = server.dispatch.execute
         execute(client, [b"Q.CREATE", b"q"])
         execute(client, [b"HELLO", b"3"])
         server.barrier.end_of_iteration()

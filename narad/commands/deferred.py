@@ -24,9 +24,10 @@ from narad.streams import ids
 from narad.streams.stream import Stream
 
 if TYPE_CHECKING:
+    from narad.client import Client
     from narad.commands.table import Command
     from narad.keyspace import Keyspace
-    from narad.server import Client, Server
+    from narad.server import Server
 
 FIELDS_FROM = 3  # a held-back argv's entry fields are argv[FIELDS_FROM:]
 
@@ -89,7 +90,7 @@ class DeferredAdds:
                 outcome = CommandError(str(exc), "IOERR")
             except Exception as exc:  # a bug: each taker gets an error reply, as in Server.call
                 name = self.takers[0][1].name
-                outcome = self.server.unexpected(exc, name, "adding the held-back")
+                outcome = self.server.dispatch.unexpected(exc, name, "adding the held-back")
             outcomes[stream] = outcome
             if not isinstance(outcome, CommandError) and (
                 isinstance(outcome, int) or any(isinstance(o, int) for o in outcome)

@@ -55,7 +55,8 @@ from narad.streams.stream import Stream
 if TYPE_CHECKING:
     import asyncio
 
-    from narad.server import Client, Server
+    from narad.client import Client
+    from narad.server import Server
 
 logger = logging.getLogger("narad.queues")
 
