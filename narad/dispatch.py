@@ -1,9 +1,9 @@
 """Running one command for a client: table lookup, subcommands, arity, the auth check,
 MULTI queueing, the handler call, its error reply, and what follows every call (the
-command's statistics, the slow log, MONITOR lines). No socket I/O: a client is
-anything with the session state and reply methods of narad/client.py's Client, and
-the dispatcher needs of the commit barrier only what `Barrier` names, so a test can
-run real commands on a real keyspace without a server.
+command's statistics, the slow log, MONITOR lines). No socket I/O and no server of
+its own: it runs commands for any client with the session state and reply methods of
+narad/client.py's Client, and asks of the commit barrier only what `Barrier` names,
+so a test can run real commands on a real keyspace (tests/streams/test_groups.py).
 
 Contracts it keeps:
 - Every command sees the effects of all commands that arrived before it: adds held
@@ -17,8 +17,6 @@ Contracts it keeps:
   makes EXEC abort, as in Redis.
 - A `POST` or `Host:` line (an HTTP request sent to the port) closes the connection,
   and nothing the client sent after it runs or is answered.
-- The fast path (`Command.run`) has the same effects, replies and statistics as the
-  general path, or declines.
 
 Owned by the event loop thread.
 """
