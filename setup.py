@@ -34,9 +34,10 @@ class OptionalBuildExt(build_ext):
             print(f"narad: speedup {ext.name} not built ({exc}); using pure Python")
 
 
-# Modules of the request path, compiled as they are written. Not server.py nor the
-# parser's glue: they are mostly attribute reads on plain objects, which CPython's
-# specialising interpreter does faster than generic compiled code (bench/README.md).
+# Modules of the request path, compiled as they are written. Not server.py, client.py
+# and dispatch.py nor the parser's glue: they are mostly attribute reads on plain
+# objects, which CPython's specialising interpreter does faster than generic compiled
+# code (bench/README.md).
 COMPILED = [
     "narad/keyspace.py",
     "narad/clock.py",

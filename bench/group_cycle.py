@@ -5,7 +5,7 @@ fsyncs.
     NARAD_PURE=1 python bench/group_cycle.py     # the same on pure Python
 
 A server's store opens in a temporary folder (`fsync no`) holding `--cycles` x
-`--count` entries of 100 bytes. One client runs, through `Server.execute` as a
+`--count` entries of 100 bytes. One client runs, through `Dispatcher.execute` as a
 connection's commands do: XREADGROUP COUNT `--count` of new entries (`>`), XACK of
 their IDs, then the end of the loop iteration (`CommitBarrier.end_of_iteration`: the
 commit's writes, the replies' hand-off). Thread CPU time per call, minimum over 3 runs: the work of
@@ -33,7 +33,7 @@ STEPS = ("xreadgroup", "xack", "flush")
 async def cycles(count: int, per_read: int) -> dict[str, float]:
     """Microseconds of thread CPU per call of each step."""
     async with one_client() as (server, client):
-        execute = server.execute
+        execute = server.dispatch.execute
         value = b"v" * 100
         for _ in range(count):
             for _ in range(per_read):

@@ -4,7 +4,7 @@
     NARAD_PURE=1 python bench/queue_cycle.py     # the same on pure Python
 
 A server's store opens in a temporary folder (`fsync no`); one client runs, through
-`Server.execute` as a connection's commands do: `--pushes` Q.PUSH of 100 bytes,
+`Dispatcher.execute` as a connection's commands do: `--pushes` Q.PUSH of 100 bytes,
 Q.POP COUNT 10 BLOCK 100 (which delivers them), Q.ACK of their receipts, the end of
 the loop iteration (`CommitBarrier.end_of_iteration`: the commit's writes, the
 replies' hand-off), then a Q.POP BLOCK on the empty queue (it waits) and its
@@ -34,7 +34,7 @@ STEPS = ("push", "pop", "ack", "flush", "pop that waits", "release")
 async def cycles(count: int, pushes: int) -> dict[str, float]:
     """Microseconds of thread CPU per call of each step."""
     async with one_client() as (server, client):
-        execute = server.execute
+        execute = server.dispatch.execute
         execute(client, [b"Q.CREATE", b"q"])
         execute(client, [b"HELLO", b"3"])
         server.barrier.end_of_iteration()

@@ -35,9 +35,9 @@ from typing import TYPE_CHECKING, Protocol
 from narad.log import LogFailed
 
 if TYPE_CHECKING:
+    from narad.client import Client
     from narad.commands.deferred import DeferredAdds
     from narad.keyspace import Keyspace
-    from narad.server import Client
 
 
 class Hooks(Protocol):

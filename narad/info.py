@@ -256,7 +256,7 @@ def _commandstats(s: Server) -> Fields:
 def _latencystats(s: Server) -> Fields:
     """Per-command percentiles, as Redis 7.0 shows them (nothing while tracking is
     off); each value is in microseconds, with three decimals."""
-    if not s.latency_tracking:
+    if not s.dispatch.latency_tracking:
         return []
     percentiles = s.config["latency-tracking-info-percentiles"]
     assert isinstance(percentiles, tuple)

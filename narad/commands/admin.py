@@ -22,7 +22,7 @@ from narad.errors import CommandError, syntax, unknown_subcommand, wrong_arity
 from narad.resp import SimpleString, Verbatim
 
 if TYPE_CHECKING:
-    from narad.server import Client
+    from narad.client import Client
 
 OK = SimpleString("OK")
 
@@ -71,7 +71,7 @@ def shutdown(client: Client, args: list[bytes]) -> Any:
     if any(a.lower() == b"abort" for a in args[1:]):
         raise CommandError("No shutdown in progress.")
     client.server.request_shutdown()
-    from narad.server import NO_REPLY
+    from narad.client import NO_REPLY
 
     return NO_REPLY
 
@@ -81,8 +81,8 @@ def monitor(client: Client, args: list[bytes]) -> Any:
     """Listens for all requests received by the server in real-time."""
     if client.in_exec:
         raise CommandError("MONITOR isn't allowed for DENY BLOCKING client")
-    if client not in client.server.monitors:
-        client.server.monitors.append(client)
+    if client not in client.server.dispatch.monitors:
+        client.server.dispatch.monitors.append(client)
     return OK
 
 
@@ -133,7 +133,7 @@ def config_set(client: Client, args: list[bytes]) -> Any:
 def config_resetstat(client: Client, args: list[bytes]) -> Any:
     """Resets the server's statistics."""
     client.server.stats.reset()
-    client.server.slowlog.clear()
+    client.server.dispatch.slowlog.clear()
     return OK
 
 
@@ -338,7 +338,7 @@ def slowlog_get(client: Client, args: list[bytes]) -> Any:
         if count < -1:
             raise CommandError("count should be greater than or equal to -1")
         if count == -1:
-            count = len(client.server.slowlog)
+            count = len(client.server.dispatch.slowlog)
     elif len(args) > 3:
         raise CommandError(
             "unknown subcommand or wrong number of arguments for "
@@ -346,20 +346,20 @@ def slowlog_get(client: Client, args: list[bytes]) -> Any:
         )
     return [
         [e.id, e.at_s, e.usec, e.argv, e.addr.encode(), e.name.encode()]
-        for e in list(client.server.slowlog)[:count]
+        for e in list(client.server.dispatch.slowlog)[:count]
     ]
 
 
 @command("len", 2, "admin loading stale", group="server", parent="slowlog")
 def slowlog_len(client: Client, args: list[bytes]) -> Any:
     """Returns the number of entries in the slow log."""
-    return len(client.server.slowlog)
+    return len(client.server.dispatch.slowlog)
 
 
 @command("reset", 2, "admin loading stale", group="server", parent="slowlog")
 def slowlog_reset(client: Client, args: list[bytes]) -> Any:
     """Clears all entries from the slow log."""
-    client.server.slowlog.clear()
+    client.server.dispatch.slowlog.clear()
     return OK
 
 

@@ -12,7 +12,7 @@ from narad.errors import WRONGPASS, CommandError, syntax, unknown_subcommand
 from narad.resp import SimpleString, Verbatim
 
 if TYPE_CHECKING:
-    from narad.server import Client
+    from narad.client import Client
 
 OK = SimpleString("OK")
 REDIS_VERSION = "7.0.15"  # the Redis whose commands Narad answers as
@@ -289,7 +289,7 @@ def client_kill(client: Client, args: list[bytes]) -> Any:
 @command("reply", 3, "noscript loading stale", group="connection", parent="client", since="3.2.0")
 def client_reply(client: Client, args: list[bytes]) -> Any:
     """Instructs the server whether to reply to commands."""
-    from narad.server import NO_REPLY
+    from narad.client import NO_REPLY
 
     mode = args[2].lower()
     if mode == b"on":

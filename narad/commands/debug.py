@@ -16,7 +16,7 @@ from narad.queues.queue import MAX_CLOCK_MS
 from narad.resp import SimpleString
 
 if TYPE_CHECKING:
-    from narad.server import Client
+    from narad.client import Client
 
 NOT_ALLOWED = (
     'DEBUG command not allowed. If the enable-debug-command option is set to "local", '

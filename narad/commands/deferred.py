@@ -24,9 +24,10 @@ from narad.streams import ids
 from narad.streams.stream import Stream
 
 if TYPE_CHECKING:
+    from narad.client import Client
     from narad.commands.table import Command
     from narad.keyspace import Keyspace
-    from narad.server import Client, Server
+    from narad.server import Server
 
 FIELDS_FROM = 3  # a held-back argv's entry fields are argv[FIELDS_FROM:]
 
@@ -52,7 +53,7 @@ def defer_entries(client: Client, cmd: Command, stream: Stream, argvs: list[list
     """Hold back one entry per argv of `argvs` (its fields argv[FIELDS_FROM:]) for
     `stream` (`can_hold`), with what is held back for it and for other streams. The
     caller has counted the commands and registered the client for sending
-    (`Server._run`)."""
+    (`Dispatcher._run`)."""
     server = client.server
     deferred = server.barrier.deferred
     if deferred is None:
@@ -87,9 +88,9 @@ class DeferredAdds:
                 outcome = [_add_one(stream, argv, ms) for argv in argvs]
             except LogFailed as exc:
                 outcome = CommandError(str(exc), "IOERR")
-            except Exception as exc:  # a bug: each taker gets an error reply, as in Server.call
+            except Exception as exc:  # a bug: each taker gets an error reply, as in Dispatcher.call
                 name = self.takers[0][1].name
-                outcome = self.server.unexpected(exc, name, "adding the held-back")
+                outcome = self.server.dispatch.unexpected(exc, name, "adding the held-back")
             outcomes[stream] = outcome
             if not isinstance(outcome, CommandError) and (
                 isinstance(outcome, int) or any(isinstance(o, int) for o in outcome)

@@ -26,7 +26,7 @@ from narad.streams.groups import ClaimOptions, Counters, Group
 from narad.streams.stream import Entry, Stream
 
 if TYPE_CHECKING:
-    from narad.server import Client
+    from narad.client import Client
 
 OK = SimpleString("OK")
 AUTOCLAIM_COUNT_MAX = ((1 << 63) - 1) // 16

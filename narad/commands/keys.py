@@ -16,7 +16,7 @@ from narad.errors import CommandError, syntax
 from narad.resp import SimpleString
 
 if TYPE_CHECKING:
-    from narad.server import Client
+    from narad.client import Client
 
 OK = SimpleString("OK")
 

@@ -33,7 +33,7 @@ from narad.streams import ids
 from narad.streams.stream import pack_id
 
 if TYPE_CHECKING:
-    from narad.server import Client
+    from narad.client import Client
     from narad.streams.stream import Stream
 
 OK = SimpleString("OK")

@@ -31,8 +31,8 @@ from narad.schema.keyspace import key as uid_key
 from narad.schema.modes import Mode, parse_mode
 
 if TYPE_CHECKING:
+    from narad.client import Client
     from narad.schema.registry import Active
-    from narad.server import Client
     from narad.streams.stream import Stream
 
 OK = SimpleString("OK")

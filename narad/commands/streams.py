@@ -23,7 +23,7 @@ from narad.streams import ids
 from narad.streams.stream import Entry, Stream
 
 if TYPE_CHECKING:
-    from narad.server import Client
+    from narad.client import Client
 
 
 def now_ms() -> int:

@@ -20,8 +20,8 @@ from typing import TYPE_CHECKING, Any
 from narad.resp import NULL_ARRAY
 
 if TYPE_CHECKING:
+    from narad.client import Client
     from narad.metrics import Histogram
-    from narad.server import Client
 
 Handler = Callable[["Client", list[bytes]], Any]
 # A run handler takes a command and the ones queued after it that it can answer in

@@ -15,7 +15,7 @@ from narad.errors import CommandError
 from narad.resp import ErrorReply, NullArray, SimpleString
 
 if TYPE_CHECKING:
-    from narad.server import Client
+    from narad.client import Client
 
 OK = SimpleString("OK")
 
@@ -70,7 +70,7 @@ def _run_one(client: Client, argv: list[bytes]) -> Any:
     if cmd.subcommands:
         cmd = cmd.subcommands[argv[1].lower().decode("utf-8", "replace")]
     try:
-        return client.server.call(client, cmd, argv)
+        return client.server.dispatch.call(client, cmd, argv)
     except CommandError as exc:
         stats = client.server.stats
         stats.error_replies += 1

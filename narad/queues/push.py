@@ -18,10 +18,10 @@ from narad.queues.replies import message
 from narad.resp import Push
 
 if TYPE_CHECKING:
+    from narad.client import Client
     from narad.events import Commits
     from narad.queues.delivery import Delivered
     from narad.queues.queue import Queue
-    from narad.server import Client
     from narad.streams.stream import Stream
 
 PUSH_BATCH = 32  # messages one push consumer takes per turn, for fairness

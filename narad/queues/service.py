@@ -34,10 +34,10 @@ from narad.queues.queue import new_secret
 if TYPE_CHECKING:
     from collections.abc import Callable, Iterator
 
+    from narad.client import Client
     from narad.events import Commits, KeyEvents, Timers
     from narad.keyspace import Keyspace
     from narad.queues.queue import Queue
-    from narad.server import Client
     from narad.streams.stream import Stream
 
 

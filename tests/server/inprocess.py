@@ -11,8 +11,9 @@ import asyncio
 import socket
 from pathlib import Path
 
+from narad.client import Client
 from narad.config import Config
-from narad.server import Client, Server
+from narad.server import Server
 
 
 def open_server(folder: Path, *settings: tuple[str, str]) -> Server:

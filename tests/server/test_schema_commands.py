@@ -19,11 +19,12 @@ from typing import Any
 import pytest
 import redis
 
+from narad.client import Client
 from narad.commands.schema import check_payloads
 from narad.commands.table import COMMANDS, LOOKUP
 from narad.config import Config
 from narad.errors import CommandError
-from narad.server import Client, Server
+from narad.server import Server
 from tests.server.raw import Raw
 from tests.servers import NaradProcess
 

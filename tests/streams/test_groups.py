@@ -14,22 +14,27 @@ import random
 import socket
 import threading
 import tracemalloc
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
 
 import pytest
 import redis
 
+from narad.client import Client
 from narad.commands import groups as group_commands
+from narad.commands.deferred import DeferredAdds
 from narad.commands.table import COMMANDS
-from narad.errors import CommandError, unknown_subcommand, wrong_arity
-from narad.resp import ErrorReply, NullArray, encode
+from narad.dispatch import Dispatcher
+from narad.errors import CommandError
+from narad.resp import NullArray, encode
+from narad.server import Stats
 from narad.streams import groups, ids
 from narad.streams import stream as stream_module
 from narad.streams.groups import ClaimOptions, Counters, Group
 from narad.streams.stream import Stream
 from tests import standalone
+from tests.journaled import open_store
 from tests.server.compare import mask_clock
 from tests.servers import NaradProcess, RedisProcess, wait_until
 
@@ -584,10 +589,11 @@ def test_pending_entry_costs_about_200_bytes(h: Harness) -> None:
 
 # -- commands, compared byte for byte with redis-server 7.0 -----------------------------------
 #
-# The handlers of narad/commands/groups.py run on a stand-in client (the real keyspace
-# API on Streams in tmp_path); each reply is encoded with narad.resp and parsed with
-# the same small RESP2 reader as redis-server's answer to the same command. Values
-# that depend on the clock (idle times, delivery and seen times) are masked.
+# Each command is sent, as request bytes, to a connection's Client and runs through the
+# real dispatcher (narad/dispatch.py) on a real Keyspace in tmp_path; the reply bytes
+# it leaves in the client's output buffer are parsed with the same small RESP2 reader
+# as redis-server's answer to the same command. Values that depend on the clock (idle
+# times, delivery and seen times) are masked.
 
 
 NULL_ARRAY = "<null array>"
@@ -658,35 +664,74 @@ def redis_port(redis_server: RedisProcess) -> int:
     return redis_server.port
 
 
-class FakeStore:
-    """The keyspace API the handlers use, on real Streams."""
+class Replies:
+    """The commit barrier as far as the dispatcher and its clients ask (narad/dispatch.py,
+    `Barrier`), with no commit behind it: replies stay in their client's output
+    buffer for the test to read."""
+
+    def __init__(self) -> None:
+        self.deferred: DeferredAdds | None = None
+
+    def schedule(self) -> None:
+        pass
+
+    def settle(self) -> None:
+        deferred, self.deferred = self.deferred, None
+        if deferred is not None:
+            deferred.apply()
+
+    def wants_send(self, client: Client) -> None:
+        pass
+
+    def forget(self, client: Client) -> None:
+        pass
+
+
+class Alarm:
+    """One timer of `Alarms`: the handle a Timers' `call_later` answers."""
+
+    def __init__(self, callback: Callable[[], object]) -> None:
+        self.callback = callback
+        self.cancelled = False
+
+    def cancel(self) -> None:
+        self.cancelled = True
+
+
+class Alarms:
+    """Timers (narad/events.py) on a clock that moves only when the test says: `ring`
+    sets off every alarm not cancelled."""
+
+    def __init__(self) -> None:
+        self.set: list[Alarm] = []
+
+    def call_later(self, delay: float, callback: Callable[[], object]) -> Alarm:
+        alarm = Alarm(callback)
+        self.set.append(alarm)
+        return alarm
+
+    def ring(self) -> None:
+        due, self.set = self.set, []
+        for alarm in due:
+            if not alarm.cancelled:
+                alarm.callback()
+
+
+class Node:
+    """What a client and the group commands reach through `client.server`, without a
+    server: a real Keyspace on a data dir and the real Dispatcher; key events
+    (narad/events.py, KeyEvents) are recorded, replies held by `Replies`, and block
+    timeouts set on `Alarms`."""
 
     def __init__(self, folder: Path) -> None:
-        self.folder = folder
-        self.streams: dict[bytes, Stream] = {}
-        self.uid = 0
-        self.touched: list[bytes] = []
-
-    def get(self, db: int, key: bytes) -> Stream | None:
-        return self.streams.get(key)
-
-    def create_stream(self, db: int, key: bytes) -> Stream:
-        self.uid += 1
-        stream = standalone.open_stream(self.uid, self.folder / str(self.uid))
-        self.streams[key] = stream
-        return stream
-
-    def touch(self, db: int, key: bytes) -> None:
-        self.touched.append(key)
-
-    def close(self) -> None:
-        for stream in self.streams.values():
-            stream.close()
-
-
-class FakeServer:
-    def __init__(self, store: FakeStore) -> None:
-        self.keyspace = store
+        self.keyspace = open_store(folder, ("fsync", "no"))
+        self.keyspace.on_touch = self.key_written
+        self.config = self.keyspace.config
+        self.stats = Stats()
+        self.barrier = Replies()
+        self.dispatch = Dispatcher(self.config, self.stats, self.barrier)
+        self.loop = Alarms()
+        self.output_limit_bytes = 0
         self.signaled: list[bytes] = []  # blocked readers woken there
         self.touched: list[bytes] = []  # WATCHers told there
 
@@ -699,76 +744,44 @@ class FakeServer:
     def key_written(self, db: int, key: bytes) -> None:
         self.touched.append(key)  # no reader ever blocks here: nobody to wake
 
+    def new_client_id(self) -> int:
+        return 1
 
-class FakeClient:
-    def __init__(self, server: FakeServer, protocol: int = 2) -> None:
-        self.server = server
-        self.db = 0
-        self.protocol = protocol
-        self.in_exec = False
+    def add_waiter(self, client: Client, key: tuple[int, bytes]) -> None:
+        pass
 
+    def remove_waiter(self, client: Client, key: tuple[int, bytes]) -> None:
+        pass
 
-def plain_stream_command(store: FakeStore, args: list[bytes]) -> Any:
-    """The few non-group commands the scripts need: XADD key id f v..., XDEL,
-    XTRIM key MAXLEN n, DEL (explicit IDs only; the rest is narad/commands/streams.py's)."""
-    name, key = args[0].lower(), args[1]
-    stream = store.get(0, key)
-    if name == b"xadd":
-        stream = stream or store.create_stream(0, key)
-        sid = ids.parse(args[2], strict=True)
-        if sid <= stream.last_id:
-            return ErrorReply(
-                "ERR",
-                "The ID specified in XADD is equal or smaller than the target stream top item",
-            )
-        stream.add(sid, args[3:])
-        return ids.fmt(sid)
-    if name == b"del":
-        gone = store.streams.pop(key, None)
-        if gone is not None:
-            gone.close()
-        return int(gone is not None)
-    assert stream is not None
-    if name == b"xdel":
-        return stream.delete([ids.parse(a, strict=True) for a in args[2:]])
-    assert name == b"xtrim" and args[2].lower() == b"maxlen"
-    return stream.trim(int(args[3]), None, False, 0)
+    def client(self) -> Client:
+        return Client(self)  # type: ignore[arg-type]
+
+    def close(self) -> None:
+        self.keyspace.close()
 
 
-def run_narad(client: FakeClient, args: list[bytes]) -> Any:
-    """Dispatch as narad/server.py does: table lookup, subcommand, arity, handler."""
-    if args[0].lower() in (b"xadd", b"xdel", b"xtrim", b"del"):
-        return plain_stream_command(client.server.keyspace, args)  # type: ignore[attr-defined]
-    cmd = COMMANDS[args[0].lower()]
-    try:
-        if cmd.subcommands and len(args) >= 2:
-            cmd = cmd.subcommands.get(args[1].lower().decode(), cmd)
-        if cmd.handler is None:
-            if len(args) < 2:
-                raise wrong_arity(cmd.name)
-            raise unknown_subcommand(args[1], cmd.name)
-        if not cmd.check_arity(len(args)):
-            raise wrong_arity(cmd.name)
-        reply = cmd.handler(client, args)  # type: ignore[arg-type]
-    except CommandError as exc:
-        return ErrorReply(exc.code, exc.message)
-    if type(reply).__name__ == "Block":
-        return reply.timeout_reply
-    return reply
+def run_narad(client: Client, args: list[bytes]) -> Any:
+    """`args` sent on `client`'s connection and run as the server runs it; the reply
+    as the wire has it (a blocked command's once its timeout passes)."""
+    node: Node = client.server  # type: ignore[assignment]
+    client.data_received(request(args))
+    if client.blocked is not None:
+        node.loop.ring()
+    return parse_resp2(bytes(client.take_out()))[0]
 
 
 class Peers:
     """The same script against Narad's handlers and redis-server."""
 
     def __init__(self, folder: Path, port: int) -> None:
-        self.keyspace = FakeStore(folder)
-        self.client = FakeClient(FakeServer(self.keyspace))
+        self.node = Node(folder)
+        self.client = self.node.client()
         self.redis = RedisPeer(port)
         self.redis.call([b"FLUSHALL"])
 
     def both(self, line: str | list[bytes]) -> Any:
         args = line if isinstance(line, list) else argv(line)
-        ours = parse_resp2(encode(run_narad(self.client, args), self.client.protocol))[0]
+        ours = run_narad(self.client, args)
         theirs = self.redis.call(args)
         assert mask_clock(args, ours) == mask_clock(args, theirs), line
         return ours
@@ -784,7 +797,7 @@ class Peers:
 def peers(tmp_path: Path, redis_port: int) -> Iterator[Peers]:
     p = Peers(tmp_path / "narad", redis_port)
     yield p
-    p.keyspace.close()
+    p.node.close()
 
 
 SCRIPTS = {
@@ -1090,7 +1103,7 @@ def test_resp3_replies_against_redis(tmp_path: Path, redis_port: int) -> None:
             XPENDING s g
         """)
     finally:
-        peers.keyspace.close()
+        peers.node.close()
 
 
 # -- commands on a fixed clock, and blocking ---------------------------------------------------
@@ -1105,22 +1118,24 @@ class Clock:
 
 
 @pytest.fixture
-def narad_only(
-    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
-) -> Iterator[tuple[FakeClient, Clock]]:
+def narad_only(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Iterator[tuple[Client, Clock]]:
     clock = Clock(1_000_000)
     monkeypatch.setattr(groups, "now_ms", clock)
-    store = FakeStore(tmp_path)
-    yield FakeClient(FakeServer(store)), clock
-    store.close()
+    node = Node(tmp_path)
+    yield node.client(), clock
+    node.close()
 
 
 def argv(line: str) -> list[bytes]:
     return [a.encode() for a in line.split()]
 
 
-def call(client: FakeClient, line: str) -> Any:
-    return parse_resp2(encode(run_narad(client, argv(line)), 2))[0]
+def call(client: Client, line: str) -> Any:
+    args = argv(line)
+    if client.in_exec:  # as EXEC runs a queued command: the reply is EXEC's, not sent
+        cmd = COMMANDS[args[0].lower()]
+        return wire(client.server.dispatch.call(client, cmd, args))
+    return run_narad(client, args)
 
 
 def wire(reply: Any) -> Any:
@@ -1128,14 +1143,14 @@ def wire(reply: Any) -> Any:
     return parse_resp2(encode(reply, 2))[0]
 
 
-def start_read(client: FakeClient, line: str) -> Any:
+def start_read(client: Client, line: str) -> Any:
     """An XREADGROUP expected to block: its Block."""
-    block = group_commands.xreadgroup(client, argv(line))  # type: ignore[arg-type]
+    block = group_commands.xreadgroup(client, argv(line))
     assert type(block).__name__ == "Block"
     return block
 
 
-def test_idle_times_follow_the_clock(narad_only: tuple[FakeClient, Clock]) -> None:
+def test_idle_times_follow_the_clock(narad_only: tuple[Client, Clock]) -> None:
     client, clock = narad_only
     for line in ("XADD s 1-0 a 1", "XADD s 2-0 b 2", "XGROUP CREATE s g 0"):
         call(client, line)
@@ -1177,7 +1192,7 @@ def test_idle_times_follow_the_clock(narad_only: tuple[FakeClient, Clock]) -> No
     ]  # JUSTID: no count
 
 
-def test_blocking_xreadgroup(narad_only: tuple[FakeClient, Clock]) -> None:
+def test_blocking_xreadgroup(narad_only: tuple[Client, Clock]) -> None:
     client, _ = narad_only
     call(client, "XGROUP CREATE s g $ MKSTREAM")
     call(client, "XADD s 666 f v")
@@ -1199,7 +1214,7 @@ def test_blocking_xreadgroup(narad_only: tuple[FakeClient, Clock]) -> None:
 
 
 def test_blocked_xreadgroup_fails_when_group_or_key_goes(
-    narad_only: tuple[FakeClient, Clock],
+    narad_only: tuple[Client, Clock],
 ) -> None:
     client, _ = narad_only
     call(client, "XGROUP CREATE s g $ MKSTREAM")
@@ -1220,7 +1235,7 @@ def test_blocked_xreadgroup_fails_when_group_or_key_goes(
     assert str(err.value) == "UNBLOCKED the stream key no longer exists"
 
 
-def test_blocked_read_count_defaults_to_1000(narad_only: tuple[FakeClient, Clock]) -> None:
+def test_blocked_read_count_defaults_to_1000(narad_only: tuple[Client, Clock]) -> None:
     client, _ = narad_only
     call(client, "XGROUP CREATE s g $ MKSTREAM")
     block = start_read(client, "XREADGROUP GROUP g a BLOCK 0 STREAMS s >")
@@ -1231,7 +1246,7 @@ def test_blocked_read_count_defaults_to_1000(narad_only: tuple[FakeClient, Clock
     assert len(reply[0][1]) == 1000
 
 
-def test_group_writes_touch_the_key(narad_only: tuple[FakeClient, Clock]) -> None:
+def test_group_writes_touch_the_key(narad_only: tuple[Client, Clock]) -> None:
     client, _ = narad_only
     server = client.server
     call(client, "XGROUP CREATE s g $ MKSTREAM")
