@@ -3,7 +3,9 @@ handlers) reach what the server owns: key events, the commit barrier, timers.
 
 They exist so that a queue service or a handler can be driven by a test through a
 real keyspace and the real dispatcher, without a whole server, and so that each
-layer states what it needs of the one that runs it. The server implements all three.
+layer states what it needs of the one that runs it. The server gives its key events,
+the commit barrier (narad/barrier.py) takes commit requests, and timers are the
+running event loop's (narad/queues/service.py's RunningLoop).
 
 Owned by the event loop thread.
 """

@@ -224,12 +224,6 @@ class Server:
             if stream is not None:
                 self.queues.written(stream)
 
-    def touch_db(self, db: int) -> None:
-        for (wdb, _), clients in self.watchers.items():
-            if wdb == db:
-                for client in clients:
-                    client.watch_dirty = True
-
     # -- blocking -------------------------------------------------------------------------
 
     def signal_key(self, db: int, key: bytes) -> None:
