@@ -3,11 +3,9 @@ checkpoints taken while it runs, restart, and check every promise a reply made: 
 commit carries many logs in one journal record, so this is where a commit that is
 only half in the logs would show.
 
-- every acked XADD is in its stream, with its fields; acked deliveries stay acked;
-  delivered, unacked entries stay pending for the same consumer;
-- every acked Q.PUSH is in its queue; a message whose Q.ACK was answered is never
-  delivered again; each subscriber holds each source message exactly once, in order;
-- after a clean stop, `narad check` finds the data dir clean.
+The traffic and the checks after each restart are those of tests/server/traffic.py,
+with every reply durable (kill -9 loses nothing acked under any fsync policy); after a
+clean stop, `narad check` finds the data dir clean.
 """
 
 from __future__ import annotations
