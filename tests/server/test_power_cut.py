@@ -46,25 +46,34 @@ import contextlib
 import random
 import re
 import subprocess
-import sys
 import threading
 from collections.abc import Callable, Iterator
 from concurrent.futures import Future, ThreadPoolExecutor
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from functools import partial
 from pathlib import Path
 from typing import Any
 
 import pytest
-import redis
-from redis.backoff import NoBackoff
-from redis.retry import Retry
 
 from narad.config import Config
 from narad.log.check import Kind
 from narad.server import Server
 from tests.faultfs import FaultFS
-from tests.servers import NaradProcess, free_port, wait_until
+from tests.server.traffic import (
+    Events,
+    Layout,
+    Promises,
+    check_queues,
+    check_streams,
+    consumer,
+    narad_check,
+    producer,
+    queue_worker,
+    set_up,
+    trimmer,
+)
+from tests.servers import NaradProcess, free_port
 
 SEED = 20261202
 RUN_S = 30.0  # a run stops after this long even if some of its cuts were not taken
@@ -81,10 +90,7 @@ class Plan:
 
 PLANS = {"always": Plan(3, 6, 3000), "everysec": Plan(2, 5, 12000)}
 STREAMS = [b"s%d" % i for i in range(30)]
-TRIMMED = STREAMS[:10]  # the streams XTRIM MINID cuts from the front now and then
-QUEUES = [b"q%d" % i for i in range(5)]
-GROUP = "g"
-VISIBILITY_MS = 600_000  # no delivery expires while a test runs
+LAYOUT = Layout(STREAMS, [b"q%d" % i for i in range(5)], STREAMS[:10])
 SETTINGS = [("checkpoint-seconds", "1"), ("checkpoint-bytes", "1mb")]
 # The name of the journal's everysec fsync thread (narad/log/journal.py).
 JOURNAL_FSYNC_THREAD = "narad-fsync"
@@ -96,200 +102,6 @@ NAMED_PER_RUN = 2
 # What `narad check` may find in what a crash leaves, before recovery.
 CRASH_KINDS = {Kind.TORN_TAIL.value, Kind.INDEX.value, Kind.LOG_AHEAD.value}
 _PROBLEM_KIND = re.compile(": ({}): ".format("|".join(re.escape(k.value) for k in Kind)))
-
-
-def fan(queue: bytes) -> bytes:
-    return b"fan-" + queue
-
-
-def _client(port: int, **kwargs: Any) -> redis.Redis:
-    # No retries: a command is sent once, so each reply noted is that command's.
-    return redis.Redis(port=port, socket_timeout=10, retry=Retry(NoBackoff(), 0), **kwargs)
-
-
-def _command(client: redis.Redis, *args: Any) -> Any:
-    return client.execute_command(*args)  # type: ignore[no-untyped-call]
-
-
-def _entries(client: redis.Redis, key: bytes) -> dict[bytes, dict[bytes, bytes]]:
-    """XRANGE of `key`: ID -> fields, in ID order."""
-    found: Any = client.xrange(key)
-    return dict(found)
-
-
-def _id(sid: bytes) -> tuple[int, int]:
-    ms, seq = sid.split(b"-")
-    return int(ms), int(seq)
-
-
-# -- what the replies said ---------------------------------------------------------------
-
-
-@dataclass
-class Events:
-    """Every reply the clients received, in order, across runs. Each event is a
-    tuple (kind, key, ID, detail): "add" (detail: the field n), "deliver" (detail:
-    the consumer), "ack-sent" and "acked", "trim-sent" and "trimmed" (ID: the MINID)
-    for streams; "push" (detail: the payload), "pop" (detail: the receipt),
-    "q-ack-sent" and "q-acked" for queues. The "-sent" events are noted before their
-    command is sent, the others after its reply came."""
-
-    items: list[tuple[str, bytes, bytes, Any]] = field(default_factory=list)
-    lock: threading.Lock = field(default_factory=threading.Lock)
-
-    def note(self, *events: tuple[str, bytes, bytes, Any]) -> None:
-        with self.lock:
-            self.items.extend(events)
-
-    def count(self) -> int:
-        with self.lock:
-            return len(self.items)
-
-
-@dataclass
-class Promises:
-    """What a cut must hold: what the events its fsync policy made durable say (the
-    adds, deliveries and acks), read against every command sent before it (the
-    "-sent" events: an XACK or Q.ACK sent, answered or not, may have reached the
-    cut, so its entry may be pending or not)."""
-
-    added: dict[bytes, dict[bytes, bytes]] = field(default_factory=dict)  # stream -> ID -> n
-    delivered: dict[tuple[bytes, bytes], bytes] = field(default_factory=dict)  # -> consumer
-    ack_sent: set[tuple[bytes, bytes]] = field(default_factory=set)
-    # stream -> the highest MINID of an XTRIM sent / answered
-    trim_sent: dict[bytes, tuple[int, int]] = field(default_factory=dict)
-    trimmed: dict[bytes, tuple[int, int]] = field(default_factory=dict)
-    acked: set[tuple[bytes, bytes]] = field(default_factory=set)
-    pushed: dict[bytes, dict[bytes, bytes]] = field(default_factory=dict)  # queue -> ID -> payload
-    popped: dict[tuple[bytes, bytes], bytes] = field(default_factory=dict)  # -> receipt
-    q_ack_sent: set[tuple[bytes, bytes]] = field(default_factory=set)
-    q_acked: set[tuple[bytes, bytes]] = field(default_factory=set)
-
-    @classmethod
-    def of(cls, events: list[tuple[str, bytes, bytes, Any]], cut: Cut) -> Promises:
-        made = cls()
-        for at, (kind, key, sid, detail) in enumerate(events[: cut.answered]):
-            if kind == "ack-sent":
-                made.ack_sent.add((key, sid))
-            elif kind == "trim-sent":
-                made.trim_sent[key] = max(made.trim_sent.get(key, (0, 0)), _id(sid))
-            elif kind == "q-ack-sent":
-                made.q_ack_sent.add((key, sid))
-            elif at >= cut.durable:
-                continue
-            elif kind == "add":
-                made.added.setdefault(key, {})[sid] = detail
-            elif kind == "deliver":
-                made.delivered[key, sid] = detail
-            elif kind == "acked":
-                made.acked.add((key, sid))
-            elif kind == "trimmed":
-                made.trimmed[key] = max(made.trimmed.get(key, (0, 0)), _id(sid))
-            elif kind == "push":
-                made.pushed.setdefault(key, {})[sid] = detail
-            elif kind == "pop":
-                made.popped[key, sid] = detail
-            else:
-                assert kind == "q-acked", kind
-                made.q_acked.add((key, sid))
-        return made
-
-
-# -- the traffic ---------------------------------------------------------------------------
-
-
-def producer(events: Events, first: int, port: int, stop: threading.Event) -> None:
-    """Pipelines of XADDs to random streams; each value of n is used once."""
-    client = _client(port)
-    rng = random.Random(first)
-    n = first
-    try:
-        while not stop.is_set():
-            pipe = client.pipeline(transaction=False)
-            batch = [(rng.choice(STREAMS), b"%d" % (n + i)) for i in range(8)]
-            for key, value in batch:
-                pipe.xadd(key, {"n": value})
-            ids = pipe.execute()
-            events.note(
-                *(("add", key, sid, value) for (key, value), sid in zip(batch, ids, strict=True))
-            )
-            n += len(batch)
-    except (redis.ConnectionError, redis.TimeoutError):
-        return
-
-
-def consumer(events: Events, name: str, port: int, stop: threading.Event) -> None:
-    """XREADGROUP from random streams; XACK about half of what it is given."""
-    client = _client(port)
-    rng = random.Random(name)
-    try:
-        while not stop.is_set():
-            keys = rng.sample(STREAMS, 10)
-            reply: Any = client.xreadgroup(GROUP, name, {k: ">" for k in keys}, count=5, block=50)
-            for key, got in reply or []:
-                ids = [sid for sid, _ in got]
-                events.note(*(("deliver", key, sid, name.encode()) for sid in ids))
-                to_ack = [sid for sid in ids if rng.random() < 0.5]
-                if to_ack:
-                    events.note(*(("ack-sent", key, sid, None) for sid in to_ack))
-                    client.xack(key, GROUP, *to_ack)
-                    events.note(*(("acked", key, sid, None) for sid in to_ack))
-    except (redis.ConnectionError, redis.TimeoutError):
-        return
-
-
-def queue_worker(events: Events, first: int, port: int, stop: threading.Event) -> None:
-    """Q.PUSH to a random queue, then Q.POP from another and Q.ACK most of it."""
-    client = _client(port, protocol=3)
-    rng = random.Random(first)
-    n = first
-    try:
-        while not stop.is_set():
-            queue = rng.choice(QUEUES)
-            payload = b"%d" % n
-            n += 1
-            sid = _command(client, "Q.PUSH", queue, payload)
-            events.note(("push", queue, sid, payload))
-            queue = rng.choice(QUEUES)
-            messages = _command(client, "Q.POP", queue, "COUNT", 4) or []
-            events.note(*(("pop", queue, m[b"id"], m[b"receipt"]) for m in messages))
-            to_ack = [m for m in messages if rng.random() < 0.7]
-            if to_ack:
-                events.note(*(("q-ack-sent", queue, m[b"id"], None) for m in to_ack))
-                _command(client, "Q.ACK", queue, *[m[b"receipt"] for m in to_ack])
-                events.note(*(("q-acked", queue, m[b"id"], None) for m in to_ack))
-    except (redis.ConnectionError, redis.TimeoutError):
-        return
-
-
-def trimmer(events: Events, seed: int, port: int, stop: threading.Event) -> None:
-    """Now and then XTRIM MINID = a stream's tenth ID or so (exact, not ~)."""
-    client = _client(port)
-    rng = random.Random(seed)
-    try:
-        while not stop.wait(0.05):
-            key = rng.choice(TRIMMED)
-            head: Any = client.xrange(key, count=rng.randint(2, 20))
-            if not head:
-                continue
-            minid = head[-1][0]
-            events.note(("trim-sent", key, minid, None))
-            client.xtrim(key, minid=minid, approximate=False)
-            events.note(("trimmed", key, minid, None))
-    except (redis.ConnectionError, redis.TimeoutError):
-        return
-
-
-def set_up(port: int) -> None:
-    """The groups, the queues and their subscribers, before any cut is armed."""
-    client = _client(port, protocol=3)
-    for key in STREAMS:
-        client.xgroup_create(key, GROUP, id="0", mkstream=True)
-    for queue in QUEUES:
-        _command(client, "Q.CREATE", queue, "VISIBILITY", VISIBILITY_MS)
-        _command(client, "Q.CREATE", fan(queue))
-        _command(client, "Q.SUBSCRIBE", fan(queue), queue, "FROM", "EARLIEST")
-    client.close()
 
 
 # -- the cuts --------------------------------------------------------------------------------
@@ -438,13 +250,6 @@ def run_server(
 # -- checking a cut -----------------------------------------------------------------------------
 
 
-def narad_check(data: Path) -> subprocess.CompletedProcess[str]:
-    return subprocess.run(
-        [sys.executable, "-m", "narad", "check", str(data)],
-        capture_output=True, text=True, timeout=120,
-    )
-
-
 def check_as_cut(cut: Cut, done: subprocess.CompletedProcess[str]) -> set[str]:
     """`narad check`'s report `done` on the cut as the crash left it: only a crash's
     kinds. Returns the kinds found."""
@@ -455,90 +260,13 @@ def check_as_cut(cut: Cut, done: subprocess.CompletedProcess[str]) -> set[str]:
     return kinds
 
 
-def check_streams(r: redis.Redis, cut: Cut, promised: Promises) -> None:
-    for key in STREAMS:
-        stored = _entries(r, key)
-        # Entries below an XTRIM sent before the cut may be gone; below an answered
-        # one, they must be.
-        may_trim, trimmed = promised.trim_sent.get(key, (0, 0)), promised.trimmed.get(key)
-        if trimmed is not None and stored:
-            assert _id(next(iter(stored))) >= trimmed, f"{cut}: {key!r} trimmed entries are back"
-        for sid, n in promised.added.get(key, {}).items():
-            if sid not in stored and _id(sid) < may_trim:
-                continue
-            assert stored.get(sid, {}).get(b"n") == n, f"{cut}: answered XADD {key!r} {sid!r} lost"
-        found: Any = r.xpending_range(key, GROUP, "-", "+", count=10**6)
-        pending: dict[bytes, bytes] = {p["message_id"]: p["consumer"] for p in found}
-        gone = {sid for sid in set(pending) - set(stored) if _id(sid) >= may_trim}
-        assert not gone, f"{cut}: {key!r} has pending entries with no entry: {sorted(gone)}"
-        [group] = r.xinfo_groups(key)
-        last = _id(group["last-delivered-id"])
-        for (at, sid), name in promised.delivered.items():
-            if at != key:
-                continue
-            assert _id(sid) <= last, (
-                f"{cut}: {key!r} {sid!r} was delivered but the group's last-delivered-id "
-                f"is {group['last-delivered-id']!r}"
-            )
-            if (key, sid) in promised.acked:
-                assert sid not in pending, f"{cut}: answered XACK {key!r} {sid!r} is pending again"
-            elif (key, sid) not in promised.ack_sent:
-                assert pending.get(sid) == name, (
-                    f"{cut}: delivered entry {key!r} {sid!r} is not pending for {name!r}"
-                )
-
-
-def _copied(r3: redis.Redis, queue: bytes, count: int) -> bool:
-    """Whether the subscriber of `queue` holds `count` copies (or more)."""
-    found: Any = r3.xlen(fan(queue))
-    return int(found) >= count
-
-
-def check_queues(r3: redis.Redis, cut: Cut, promised: Promises) -> None:
-    for queue in QUEUES:
-        entries = _entries(r3, queue)
-        for sid, payload in promised.pushed.get(queue, {}).items():
-            assert entries.get(sid) == {b"payload": payload}, (
-                f"{cut}: answered Q.PUSH {queue!r} {sid!r} lost"
-            )
-        ids = list(entries)
-        stats = _command(r3, "Q.STATS", queue)
-        assert stats[b"pushed"] == len(ids), f"{cut}: {queue!r} Q.STATS {stats} vs XLEN {len(ids)}"
-        if ids:
-            assert (stats[b"first_id"], stats[b"last_id"]) == (ids[0], ids[-1]), (cut, stats)
-        acked = {sid for at, sid in promised.q_acked if at == queue}
-        in_flight = {
-            sid: receipt for (at, sid), receipt in promised.popped.items()
-            if at == queue and (at, sid) not in promised.q_ack_sent
-        }
-        tracked = stats[b"visible"] + stats[b"in_flight"] + stats[b"delayed"]
-        assert tracked + len(acked) <= len(ids), f"{cut}: {queue!r} {stats}, {len(acked)} acked"
-        assert stats[b"in_flight"] >= len(in_flight), f"{cut}: {queue!r} {stats}"
-        copies = [fields[b"source_id"] for fields in _entries(r3, fan(queue)).values()]
-        assert copies == ids[: len(copies)], f"{cut}: subscriber of {queue!r} is no prefix of it"
-        visible: set[bytes] = set()
-        for _ in range(len(ids) + 1):  # each round takes at least one, or the loop ends
-            batch = _command(r3, "Q.POP", queue, "COUNT", 10_000, "VISIBILITY", 60_000)
-            if not batch:
-                break
-            visible.update(m[b"id"] for m in batch)
-        assert not visible & acked, f"{cut}: answered Q.ACK came back in {queue!r}"
-        assert not visible & set(in_flight), f"{cut}: a delivered message of {queue!r} is visible"
-        if in_flight:  # still in flight under the receipts their deliveries gave
-            acked_now = _command(r3, "Q.ACK", queue, *in_flight.values())
-            assert acked_now == len(in_flight), f"{cut}: {queue!r} receipts lost: {acked_now}"
-        wait_until(partial(_copied, r3, queue, len(ids)), timeout=20)
-        copies = [fields[b"source_id"] for fields in _entries(r3, fan(queue)).values()]
-        assert copies == ids, f"{cut}: subscriber of {queue!r} differs from its source"
-
-
 def check_opened(cut: Cut, events: list[tuple[str, bytes, bytes, Any]]) -> None:
     """The promises, through a server process on the cut, stopped cleanly after."""
-    promised = Promises.of(events, cut)
+    promised = Promises.of(events[: cut.answered], cut.durable)
     server = NaradProcess(cut.folder).start()
     try:
-        check_streams(server.client(), cut, promised)
-        check_queues(server.client(protocol=3), cut, promised)
+        check_streams(LAYOUT, server.client(), cut, promised)
+        check_queues(LAYOUT, server.client(protocol=3), cut, promised)
     finally:
         status = server.stop()
     assert status == 0, f"{cut}: {server.log()}"
@@ -568,10 +296,10 @@ def check_cuts(cuts: list[Cut], events: list[tuple[str, bytes, bytes, Any]]) -> 
 def _workers(events: Events, run: int) -> list[Callable[[int, threading.Event], None]]:
     base = run * 10**8
     return [
-        *(partial(producer, events, base + i * 10**7) for i in range(2)),
-        *(partial(consumer, events, f"c{i}") for i in range(2)),
-        *(partial(queue_worker, events, base + (5 + i) * 10**7) for i in range(2)),
-        partial(trimmer, events, base),
+        *(partial(producer, LAYOUT, events, base + i * 10**7) for i in range(2)),
+        *(partial(consumer, LAYOUT, events, f"c{i}") for i in range(2)),
+        *(partial(queue_worker, LAYOUT, events, base + (5 + i) * 10**7) for i in range(2)),
+        partial(trimmer, LAYOUT, events, base),
     ]
 
 
@@ -592,12 +320,15 @@ def test_power_cuts_under_traffic_keep_every_promise(tmp_path: Path, policy: str
     root = tmp_path / "live"
     events = Events()
     folders = (tmp_path / f"cut{i:02d}" for i in range(plan.runs * plan.cuts_per_run))
-    run_server(root, policy, events, lambda fs, server: None, [lambda port, stop: set_up(port)])
+    setting_up = [lambda port, stop: set_up(LAYOUT, port)]
+    run_server(root, policy, events, lambda fs, server: None, setting_up)
     cuts: list[Cut] = []
     for run in range(plan.runs):
+
         def hook(fs: FaultFS, server: Server, run: int = run) -> Cutter:
             points = _points(rng, plan, run)
             return Cutter(fs, server, events, points, folders, rng.getrandbits(32), run, policy)
+
         cutter = run_server(root, policy, events, hook, _workers(events, run))
         assert cutter is not None
         cuts += cutter.cuts
