@@ -16,6 +16,7 @@ from narad.keyspace import Keyspace
 from narad.log import FsyncPolicy, Log, LogConfig
 from narad.log import journal as journal_module
 from narad.log.journal import KIND_DATA, KIND_META, KIND_STATE, Journal, log_key
+from narad.streams.stream import Stream
 
 Record = tuple[bytes, int, int, int]  # payload, id_ms, id_seq, flags
 
@@ -24,6 +25,21 @@ def open_store(folder: Path, *settings: tuple[str, str]) -> Keyspace:
     store = Keyspace(Config.load(None, [("dir", str(folder)), *settings]))
     store.open()
     return store
+
+
+def add(stream: Stream, n: int) -> list[int]:
+    """Add `n` entries n=<ID> with the next IDs; their IDs."""
+    first = stream.last_id + 1
+    sids = [first + i for i in range(n)]
+    for sid in sids:
+        stream.add(sid, [b"n", b"%d" % sid])
+    return sids
+
+
+def entries(store: Keyspace, key: bytes) -> list[int]:
+    """The IDs of `key`'s entries (none when there is no such key)."""
+    stream = store.get(0, key)
+    return [] if stream is None else [sid for sid, _ in stream.range(0, 1 << 128)]
 
 
 def small_journal_segments(folder: Path, monkeypatch: pytest.MonkeyPatch) -> Keyspace:

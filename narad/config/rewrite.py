@@ -20,6 +20,7 @@ from pathlib import Path
 
 from narad.config.lexer import split_args
 from narad.config.settings import SETTINGS, file_lines, lookup
+from narad.log.checkpoint import fsync_dir
 
 # Marks where CONFIG REWRITE starts appending settings the file did not have.
 REWRITE_MARK = "# Settings below were added by CONFIG REWRITE"
@@ -104,12 +105,4 @@ def replace_file(path: Path, text: str) -> None:
         with contextlib.suppress(OSError):
             os.unlink(temp)
         raise
-    _fsync_dir(path.parent)
-
-
-def _fsync_dir(folder: Path) -> None:
-    fd = os.open(folder, os.O_RDONLY | os.O_DIRECTORY)
-    try:
-        os.fsync(fd)
-    finally:
-        os.close(fd)
+    fsync_dir(path.parent)

@@ -57,11 +57,11 @@ from narad.log.journal import (
     KIND_DATA,
     KIND_META,
     KIND_STATE,
-    NEWEST_FILE,
     BadCommit,
     decode_commit,
     describe_key,
     log_key,
+    read_newest,
 )
 from narad.log.opening import START_CHECKPOINT
 from narad.log.segment import segment_name, zero_tail
@@ -177,14 +177,12 @@ def walk_journal(root: Path, progress: ProgressSink | None = None) -> JournalWal
     first_base = segments[0][0] if segments else 0
     walk.start = max(first_base, logical_start(folder))
     walk.end = log_end(folder)
-    newest = checkpoint.read(folder / NEWEST_FILE)
-    if segments and newest and len(newest) == 1 and newest[0].startswith("segment "):
-        recorded = int(newest[0].split()[1])
-        if recorded > segments[-1][0]:
-            what = (f"missing: the journal's newest segment, from position {recorded} on "
-                    f"(the newest present starts at {segments[-1][0]}); its commits are lost")
-            gone = folder / segment_name(recorded)
-            walk.problems.append(Problem(Kind.OFFSETS, gone, None, what))
+    recorded = read_newest(folder)
+    if segments and recorded is not None and recorded > segments[-1][0]:
+        what = (f"missing: the journal's newest segment, from position {recorded} on "
+                f"(the newest present starts at {segments[-1][0]}); its commits are lost")
+        gone = folder / segment_name(recorded)
+        walk.problems.append(Problem(Kind.OFFSETS, gone, None, what))
     path = folder / CHECKPOINT_FILE
     try:
         at = read_checkpoint(folder)

@@ -80,6 +80,17 @@ _HEADER_LENGTH = struct.Struct("<I")
 Piece = bytes | bytearray | memoryview
 
 
+def read_newest(path: Path) -> int | None:
+    """The first offset of the newest segment journal folder `path` recorded at its
+    last roll (NEWEST_FILE), or None when there is no readable record."""
+    lines = checkpoint.read(path / NEWEST_FILE)
+    if lines and len(lines) == 1:
+        words = lines[0].split()
+        if len(words) == 2 and words[0] == "segment" and words[1].isdigit():
+            return int(words[1])
+    return None
+
+
 def log_key(uid: int, kind: int) -> int:
     return uid << 2 | kind
 
@@ -254,10 +265,7 @@ class Journal:
         """Refuse a journal whose newest segment, as recorded at its roll, is gone;
         record the newest segment when the record is missing or behind."""
         have = self.log.active.base_offset
-        lines = checkpoint.read(self.path / NEWEST_FILE)
-        recorded = None
-        if lines and len(lines) == 1 and lines[0].startswith("segment "):
-            recorded = int(lines[0].split()[1])
+        recorded = read_newest(self.path)
         if recorded is not None and recorded > have:
             raise LogCorrupted(
                 f"{self.path}: journal segment {segment_name(recorded)} is missing (the "

@@ -10,30 +10,15 @@ from pathlib import Path
 
 import pytest
 
-from narad.keyspace import Keyspace
 from narad.log import Log, LogCorrupted, checkpoint
 from narad.log import journal as journal_module
 from narad.log.checkpointer import CHECKPOINT_FILE
 from narad.log.journal import FLAG_CONTINUES, commits
-from narad.streams.stream import Stream
-from tests.journaled import crash, open_store, small_journal_segments
+from tests.journaled import add, crash, entries, open_store, small_journal_segments
 
 ENTRY = [b"field", b"value"]
 
 
-
-
-def add(stream: Stream, n: int) -> list[int]:
-    first = stream.last_id + 1
-    sids = [first + i for i in range(n)]
-    for sid in sids:
-        stream.add(sid, [b"n", b"%d" % sid])
-    return sids
-
-
-def entries(store: Keyspace, key: bytes) -> list[int]:
-    stream = store.get(0, key)
-    return [] if stream is None else [sid for sid, _ in stream.range(0, 1 << 128)]
 
 
 def journal_records(folder: Path) -> list[tuple[int, int, int]]:

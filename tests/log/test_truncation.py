@@ -13,21 +13,7 @@ from narad.keyspace import Keyspace
 from narad.log import Log, LogCorrupted
 from narad.log.journal import Journal, commits
 from narad.log.truncation import truncate
-from narad.streams.stream import Stream
-from tests.journaled import crash, open_store, small_journal_segments
-
-
-def add(stream: Stream, n: int) -> list[int]:
-    first = stream.last_id + 1
-    sids = [first + i for i in range(n)]
-    for sid in sids:
-        stream.add(sid, [b"n", b"%d" % sid])
-    return sids
-
-
-def entries(store: Keyspace, key: bytes) -> list[int]:
-    stream = store.get(0, key)
-    return [] if stream is None else [sid for sid, _ in stream.range(0, 1 << 128)]
+from tests.journaled import add, crash, entries, open_store, small_journal_segments
 
 
 def narad_check(folder: Path) -> subprocess.CompletedProcess[str]:
