@@ -2,6 +2,11 @@
 
 Each runs on a free loopback port in its own temporary folder. `kill()` is a real
 SIGKILL; `restart()` starts a new process on the same folder and port.
+
+Given `netns` and `host`, a server runs inside that network namespace instead (started
+through `ip netns exec`, which execs it in place, so `proc.pid` is still the server's)
+and listens on `host`, an address of the namespace that the test reaches; see
+tests/netns.py. Everything else, ports and folders included, stays as it is.
 """
 
 from __future__ import annotations
@@ -61,15 +66,37 @@ class ServerProcess:
     # it to keep the server off the cores of their load generator.
     cpus: set[int] | None = None
 
-    def __init__(self, folder: Path, extra: list[str] | None = None) -> None:
+    def __init__(
+        self,
+        folder: Path,
+        extra: list[str] | None = None,
+        *,
+        netns: str | None = None,
+        host: str = "127.0.0.1",
+    ) -> None:
         self.folder = folder
         self.extra = extra or []
+        self.netns = netns
+        self.host = host
+        # Chosen free in the root namespace; a fresh namespace has every port free.
         self.port = free_port()
         self.proc: subprocess.Popen[bytes] | None = None
         self.log_path = folder / "server.log"
 
     def command(self) -> list[str]:
         raise NotImplementedError
+
+    def listen_options(self) -> list[str]:
+        """Where to listen: nothing extra on loopback (each server's own default),
+        else `host` alone, with protected mode off so clients from other addresses
+        are served. Placed before `extra`, so a test's own settings win."""
+        if self.host == "127.0.0.1":
+            return []
+        return ["--bind", self.host, "--protected-mode", "no"]
+
+    def argv(self) -> list[str]:
+        prefix = [] if self.netns is None else ["ip", "netns", "exec", self.netns]
+        return [*prefix, *self.command()]
 
     def start(self, poll_s: float = 0.02) -> ServerProcess:
         """Start the process and wait until it answers PING, asking every `poll_s`."""
@@ -78,7 +105,7 @@ class ServerProcess:
         env = {**os.environ, "PYTHONPATH": str(ROOT)}
         cpus = self.cpus
         self.proc = subprocess.Popen(
-            self.command(),
+            self.argv(),
             stdout=log,
             stderr=log,
             cwd=self.folder,
@@ -94,7 +121,7 @@ class ServerProcess:
         if self.proc.poll() is not None:
             raise RuntimeError(f"server exited with {self.proc.returncode}: {self.log()}")
         try:
-            with socket.create_connection(("127.0.0.1", self.port), timeout=1) as sock:
+            with socket.create_connection((self.host, self.port), timeout=1) as sock:
                 sock.sendall(b"PING\r\n")
                 return sock.recv(64).startswith((b"+PONG", b"-NOAUTH"))
         except OSError:
@@ -107,7 +134,7 @@ class ServerProcess:
             return ""
 
     def client(self, **kwargs: object) -> redis.Redis:
-        return redis.Redis(host="127.0.0.1", port=self.port, **kwargs)  # type: ignore[arg-type]
+        return redis.Redis(host=self.host, port=self.port, **kwargs)  # type: ignore[arg-type]
 
     def kill(self) -> None:
         """kill -9: no chance to flush or clean up anything."""
@@ -142,6 +169,7 @@ class NaradProcess(ServerProcess):
             str(self.port),
             "--dir",
             str(self.folder / "data"),
+            *self.listen_options(),
             *self.extra,
         ]
 
@@ -152,8 +180,7 @@ class RedisProcess(ServerProcess):
             "redis-server",
             "--port",
             str(self.port),
-            "--bind",
-            "127.0.0.1",
+            *(self.listen_options() or ["--bind", "127.0.0.1"]),
             "--save",
             "",
             "--appendonly",
