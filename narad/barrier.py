@@ -9,11 +9,12 @@ blocked clients served), then everything written becomes one commit of the node'
 journal, and each registered client's replies are sealed with the journal position
 that commit ends at: they leave once that position is *released*, and never before.
 
-Today a position is released as soon as its commit returns (durable under `fsync
-always`, appended under `everysec` and `no`), so replies leave at the end of their
-iteration. The barrier is shaped for a commit that waits on something slower (replica
-acks): `release` may come later, from anywhere on the loop, while commands go on
-running and their replies wait, each for its own position.
+Without replicas to wait for, a position is released as soon as its commit returns
+(durable under `fsync always`, appended under `everysec` and `no`), so replies leave
+at the end of their iteration. With `min-replicas-to-ack`, a position is released
+once that many replicas hold it durably (narad/replication/leader.py calls `release`
+as their acks come), while commands go on running and their replies wait, each for
+its own position; replies held too long answer NOREPL instead (`refuse_held`).
 
 Held-back adds (narad/commands/deferred.py) live here too: `settle` applies them
 before anything runs that could see or change their streams.
@@ -31,6 +32,8 @@ import time
 from collections import deque
 from collections.abc import Callable
 from typing import TYPE_CHECKING, Protocol
+
+import hiredis
 
 from narad.log import LogFailed
 
@@ -60,12 +63,13 @@ class CommitBarrier:
         self.hooks = hooks
         self.deferred: DeferredAdds | None = None  # adds held back until `settle`
         self.released = 0  # replies sealed at this position or below may leave
-        # Whether a position is released as soon as its commit returns: so today
-        # (local durability is all a commit waits for). Replication will answer
-        # False until a quorum of replicas acks it, and call `release` then.
+        # Whether a position is released as soon as its commit returns: so without
+        # replicas to wait for; with them, once a quorum acked it (and `release`
+        # comes from their acks otherwise).
         self.released_at_commit: Callable[[int], bool] = lambda position: True
         self._writers: dict[Client, None] = {}  # clients with replies of this iteration
-        self._held: deque[tuple[int, Client, bytearray]] = deque()  # in position order
+        # (position, client, replies, when sealed), in position order
+        self._held: deque[tuple[int, Client, bytearray, float]] = deque()
         self._scheduled = False
         self._stopped = False  # the keyspace is closing: nothing commits any more
 
@@ -127,9 +131,16 @@ class CommitBarrier:
         if position <= self.released:  # a read-only iteration: nothing to wait for
             for client in writers:
                 client.send()
+                client.reads_data = False
         else:
+            now = time.monotonic()
             for client in writers:
-                self._held.append((position, client, client.take_out()))
+                if client.reads_data or client.held:
+                    client.held += 1
+                    self._held.append((position, client, client.take_out(), now))
+                else:  # replies that tell nothing of the keyspace, and none before them
+                    client.send()
+                client.reads_data = False
             if self.released_at_commit(position):
                 self.release(position)
         self.hooks.after_commit(committed)
@@ -140,8 +151,32 @@ class CommitBarrier:
             self.released = position
         held = self._held
         while held and held[0][0] <= self.released:
-            _, client, data = held.popleft()
+            _, client, data, _ = held.popleft()
+            client.held -= 1
             client.write(data)
+
+    def refuse_held(self, sealed_before: float, error: bytes) -> int:
+        """Replies sealed before monotonic time `sealed_before` and not released yet
+        are each answered `error` (a whole RESP error line) instead; how many."""
+        held = self._held
+        refused = 0
+        while held and held[0][3] < sealed_before:
+            _, client, data, _ = held.popleft()
+            client.held -= 1
+            count = count_replies(data)
+            client.write(error * count)
+            refused += count
+        return refused
+
+    def drop_held(self) -> int:
+        """This node stops leading: replies not released yet are never sent, and
+        their connections close (not acknowledged); how many connections."""
+        held = [client for _, client, _, _ in self._held]
+        self._held.clear()
+        for client in held:
+            client.out.clear()
+            client.close()
+        return len(held)
 
     def commit_now(self) -> None:
         """Commit what was written so far and make every commit durable, inline (SAVE,
@@ -154,9 +189,19 @@ class CommitBarrier:
         """A commit failed: the replies waiting on it, and those held for a position
         not yet released, must not claim success, so their connections are closed
         without them."""
-        held = [client for _, client, _ in self._held]
+        held = [client for _, client, _, _ in self._held]
         self._held.clear()
         for client in [*clients, *held]:
             client.out.clear()
             client.close()
         self.hooks.commit_failed(why, len(clients) + len(held))
+
+
+def count_replies(data: bytes | bytearray) -> int:
+    """How many whole replies (push frames included) encoded `data` holds."""
+    reader = hiredis.Reader(encoding=None)
+    reader.feed(bytes(data))
+    count = 0
+    while reader.gets() is not False:
+        count += 1
+    return count

@@ -28,6 +28,7 @@ from narad.resp import ErrorReply, ProtocolError, QueryBufferLimit, RequestParse
 from narad.resp.encoder import encode_ids_into
 
 if TYPE_CHECKING:
+    from narad.replication.leader import ReplicaLink
     from narad.server import Server
 
 # The server's logger: its lines keep the name they had (the log shows it, and
@@ -78,6 +79,15 @@ class Client(asyncio.Protocol):
         self.last_command = ""
         self.protocol_error: str | None = None
         self.push_handler: Any = None  # set by push-mode commands (Q.CONSUME)
+        # Set once the connection is a replica following this node (PSYNC):
+        # narad/replication/leader.py sends it the journal.
+        self.replica_link: ReplicaLink | None = None
+        self.replconf: dict[str, str] = {}  # REPLCONF listening-port / ip-address / capa
+        # Whether a command since the last end of iteration read or wrote the keyspace
+        # (its replies then wait for their commit's release: narad/barrier.py), and
+        # how many of this client's reply batches the barrier holds.
+        self.reads_data = False
+        self.held = 0
 
     # -- asyncio.Protocol ---------------------------------------------------------------
 
@@ -195,6 +205,16 @@ class Client(asyncio.Protocol):
         if self.push_handler is not None:
             self.push_handler.disconnected()
             self.push_handler = None
+        if self.replica_link is not None:
+            server.replication.leader.detach(self)
+
+    def pause_writing(self) -> None:
+        if self.replica_link is not None:
+            self.replica_link.paused = True
+
+    def resume_writing(self) -> None:
+        if self.replica_link is not None:
+            self.server.replication.leader.resumed(self.replica_link)
 
     # -- replies ----------------------------------------------------------------------
 
@@ -250,6 +270,7 @@ class Client(asyncio.Protocol):
 
     def push(self, value: Any) -> None:
         """Out-of-band data (push frames, MONITOR lines): never suppressed."""
+        self.reads_data = True
         if not self.out:
             self.server.barrier.wants_send(self)
         out = self.out
@@ -348,6 +369,7 @@ class Client(asyncio.Protocol):
         (replied)."""
         block = self.blocked
         assert block is not None
+        self._reads_data_if_not_free()
         try:
             reply = block.retry(key)
         except Exception as exc:
@@ -368,12 +390,19 @@ class Client(asyncio.Protocol):
         self.run_queued()
         return True
 
+    def _reads_data_if_not_free(self) -> None:
+        cmd = self.blocked_command
+        if cmd is None or not cmd.data_free:
+            self.reads_data = True
+
     def _timeout(self) -> None:
         block = self.blocked
         if block is None:
             return
+        self._reads_data_if_not_free()
         self.unblock()
-        self.reply(block.timeout_reply)
+        reply = block.timeout_reply
+        self.reply(reply() if callable(reply) else reply)
         self.run_queued()
 
     def unblock(self) -> None:

@@ -92,6 +92,9 @@ class Dispatcher:
         config.on_change("slowlog-log-slower-than", self._set_slowlog_threshold)
         self.latency_tracking = bool(config["latency-tracking"])
         config.on_change("latency-tracking", self._set_latency_tracking)
+        # What every write is answered with, unrun, while set: READONLY on a replica,
+        # NOREPLICAS on a leader short of its quorum (narad/replication/role.py).
+        self.refusal: CommandError | None = None
 
     def _set_slowlog_threshold(self, value: object) -> None:
         self.slowlog_threshold_us = int(value)  # type: ignore[call-overload]
@@ -109,6 +112,7 @@ class Dispatcher:
             and client.multi is None
             and client.authenticated
             and (argc == cmd.arity if cmd.arity >= 0 else argc >= -cmd.arity)
+            and self.refusal is None
         ):
             if cmd.run is not None and self._run(client, cmd, argv):
                 return
@@ -141,6 +145,7 @@ class Dispatcher:
         ):
             return False
         start = time.perf_counter_ns()
+        client.reads_data = True
         try:
             run = cmd.run(client, argv, queue)
         except (LogFailed, ValueError):
@@ -250,11 +255,15 @@ class Dispatcher:
             raise errors.wrong_arity(cmd.name)
         if not client.authenticated and "noauth" not in cmd.flags:
             raise errors.NOAUTH
+        if self.refusal is not None and "write" in cmd.flags:
+            raise self.refusal
 
     def call(self, client: Client, cmd: Command, argv: list[bytes]) -> Any:
         """Run a checked command; its reply goes to the client (or is returned in EXEC)."""
         assert cmd.handler is not None
         client.last_command = cmd.name
+        if not cmd.data_free:
+            client.reads_data = True
         start = time.perf_counter_ns()
         try:
             reply = cmd.handler(client, argv)

@@ -208,16 +208,65 @@ def _stats(s: Server) -> Fields:
 
 
 def _replication(s: Server) -> Fields:
-    return [
-        ("role", "master"),
-        ("connected_slaves", 0),
+    """Redis's fields, the journal position as the offset (docs/replication.md)."""
+    config = s.config
+    journal = s.keyspace.journal
+    replication = s.replication
+    follower = replication.follower
+    fields: Fields = []
+    if follower is not None:
+        up = follower.state == "connected"
+        now = time.monotonic()
+        fields += [
+            ("role", "slave"),
+            ("master_host", follower.host),
+            ("master_port", follower.port),
+            ("master_link_status", "up" if up else "down"),
+            ("master_last_io_seconds_ago", int(now - follower.last_io_s) if up else -1),
+            ("master_sync_in_progress", int(follower.state == "sync")),
+            ("slave_read_repl_offset", journal.position),
+            ("slave_repl_offset", journal.position),
+        ]
+        if not up:
+            fields.append(("master_link_down_since_seconds", int(now - follower.down_since_s)))
+        fields += [
+            ("slave_priority", config["replica-priority"]),
+            ("slave_read_only", 1),
+            ("replica_announced", 1),
+        ]
+    else:
+        fields.append(("role", "master"))
+    links = list(replication.leader.links.values())
+    fields.append(("connected_slaves", len(links)))
+    if follower is None:
+        need = replication.leader.quorum
+        if need:
+            fields.append(("min_slaves_good_slaves", replication.leader.good_replicas()))
+    now = time.monotonic()
+    for i, link in enumerate(links):
+        lag = int(now - link.last_ack_s)
+        fields.append(
+            (
+                f"slave{i}",
+                f"ip={link.ip},port={link.port},state=online,offset={link.acked},lag={lag}",
+            )
+        )
+    first = journal.log.start_offset
+    fields += [
         ("master_failover_state", "no-failover"),
-        ("master_replid", s.run_id),
+        ("master_replid", journal.history),
         ("master_replid2", "0" * 40),
-        ("master_repl_offset", s.keyspace.journal.position),
+        ("master_repl_offset", journal.position),
         ("second_repl_offset", -1),
-        ("repl_backlog_active", 0),
+        ("repl_backlog_active", 1),
+        ("repl_backlog_size", config["repl-backlog-size"]),
+        ("repl_backlog_first_byte_offset", first),
+        ("repl_backlog_histlen", journal.position - first),
+        ("narad_epoch", journal.epoch),
+        ("narad_min_replicas_to_ack", config["min-replicas-to-ack"]),
+        ("narad_quorum_offset", replication.leader.quorum_position() if follower is None else -1),
     ]
+    return fields
 
 
 def _cpu(s: Server) -> Fields:

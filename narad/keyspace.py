@@ -47,7 +47,7 @@ import msgpack
 
 from narad.config import Config
 from narad.config.kinds import BadValue
-from narad.log import FsyncPolicy, Log, LogConfig, LogCorrupted, LogFailed
+from narad.log import FsyncPolicy, Log, LogConfig, LogCorrupted, LogFailed, truncation
 from narad.log import checkpointer as checkpoints
 from narad.log.checkpointer import Checkpoint, Checkpointer
 from narad.log.journal import JOURNAL_FOLDER, KIND_DATA, KIND_META, KIND_STATE, Journal, log_key
@@ -79,6 +79,17 @@ class Keyspace:
         self.config = config
         self.machines = machines if machines is not None else stream_machines()
         self.root = Path(str(config["dir"])).resolve()
+        self.on_touch: Callable[[int, bytes], None] = lambda db, key: None
+        self.on_delete: Callable[[Stream], None] = lambda stream: None
+        self._init_state()
+        # Whether this node writes on its own account (compaction at open, retention,
+        # the queues' timers): a leader does; a replica's every change is its leader's
+        # (narad/replication/apply.py).
+        self.leads = not config["replicaof"]
+
+    def _init_state(self) -> None:
+        """What an open keyspace holds, before `open` fills it."""
+        config = self.config
         self.policy = FsyncPolicy(str(config["fsync"]))
         self.journal: Journal = None  # type: ignore[assignment]  # set by open
         self.checkpointer: Checkpointer = None  # type: ignore[assignment]  # set by open
@@ -90,8 +101,6 @@ class Keyspace:
         # (db, key) -> a stream whose state log replay could not apply (see above)
         self.unavailable: dict[tuple[int, bytes], Stream] = {}
         self._doomed: list[Stream] = []  # deleted streams whose folders go after the commit
-        self.on_touch: Callable[[int, bytes], None] = lambda db, key: None
-        self.on_delete: Callable[[Stream], None] = lambda stream: None
         self.schemas = StreamSchemas()  # schema registry by stream uid
         self.validators = self.schemas.active  # uid -> Active: the produce path's lookup
         # The metadata log's state machine: names, next uid, schemas (narad/metalog.py).
@@ -118,6 +127,14 @@ class Keyspace:
             raise
         self.loaded_s = time.monotonic() - start
         logger.info("opened %d streams in %.3f s", sum(len(db) for db in self.dbs), self.loaded_s)
+
+    def reopen_truncated(self, position: int) -> None:
+        """Close, cut the history back to its first `position` commits
+        (narad/log/truncation.py: crash-safe), and open again on what is left."""
+        self.close()
+        truncation.truncate(self.root, position)
+        self._init_state()
+        self.open()
 
     def _release(self) -> None:
         """An open that failed: let go of every file and the lock, writing nothing."""
@@ -174,7 +191,7 @@ class Keyspace:
             )
         if not state.faults:  # else a repair may need what looks orphaned or stale
             self._remove_orphans(streams_dir, set(state.names))
-            if self._meta_ops > META_COMPACT_OPS:
+            if self._meta_ops > META_COMPACT_OPS and self.leads:
                 self._compact_meta()
                 journal.commit()
         self.checkpointer = Checkpointer(journal, at)
@@ -295,6 +312,9 @@ class Keyspace:
         assert key not in self.dbs[db]
         uid = self.meta_state.next_uid
         self._meta_op(["create", uid, db, key])
+        return self._created(uid, db, key)
+
+    def _created(self, uid: int, db: int, key: bytes) -> Stream:
         stream = self._open_stream(uid, db, key)
         stream.load()
         self.dbs[db][key] = stream
@@ -307,13 +327,18 @@ class Keyspace:
         if stream is None:
             return False
         self._meta_op(["delete", stream.uid])
+        self._deleted(stream)
+        return True
+
+    def _deleted(self, stream: Stream) -> None:
+        """`stream`, out of `dbs` (or `unavailable`), is gone: its logs leave the
+        journal, its folder goes once its delete op is durable."""
         self.streams.pop(stream.uid, None)
         self.journal.unregister(stream.data)
         self.journal.unregister(stream.state)
         self.on_delete(stream)
         self._doomed.append(stream)
-        self.touch(db, key)  # its schema went with the op (MetaState.apply)
-        return True
+        self.touch(stream.db, stream.key)  # its schema went with the op (MetaState.apply)
 
     def schema_op(self, op: list[Any]) -> None:
         """Log a schema registry op (from `Registry.propose*`, keyed by a stream's
@@ -325,15 +350,23 @@ class Keyspace:
         if src == dst:
             return
         self.delete(db, dst)
+        self._meta_op(["rename", stream.uid, db, dst])
+        self._renamed(stream, dst)
+
+    def _renamed(self, stream: Stream, dst: bytes) -> None:
+        """`stream` is at `dst` now (of its database, where no key is)."""
+        db, src = stream.db, stream.key
         del self.dbs[db][src]
         self.dbs[db][dst] = stream
         stream.key = dst
-        self._meta_op(["rename", stream.uid, db, dst])
         self.touch(db, src)
         self.touch(db, dst)
 
     def swapdb(self, a: int, b: int) -> None:
         self._meta_op(["swapdb", a, b])
+        self._swapped(a, b)
+
+    def _swapped(self, a: int, b: int) -> None:
         self.dbs[a], self.dbs[b] = self.dbs[b], self.dbs[a]
         for db in (a, b):
             for stream in self.dbs[db].values():
@@ -353,6 +386,34 @@ class Keyspace:
     def touch(self, db: int, key: bytes) -> None:
         """`key` was written: WATCHers and blocked readers there are told."""
         self.on_touch(db, key)
+
+    # -- following a leader (narad/replication/apply.py) ----------------------------------
+
+    def follow_meta(self, offset: int, payload: bytes) -> None:
+        """Apply the leader's metadata op `payload`, at meta `offset` (appended to the
+        metadata log by the caller), as replay does, and make the open streams follow
+        the names it keeps, as the leader's did. Raises ValueError when it cannot be
+        applied (this node's history is not its leader's)."""
+        op = msgpack.unpackb(payload, raw=True)
+        if not (isinstance(op, list) and op and isinstance(op[0], bytes)):
+            raise ValueError("the record is not an op (a list that starts with its name)")
+        self.meta_state.apply(op, offset)
+        self._meta_ops += 1
+        kind = op[0]
+        if kind == b"create":
+            self._created(op[1], op[2], bytes(op[3]))
+        elif kind == b"delete":
+            stream = self.streams.get(op[1])
+            if stream is not None:
+                found = self.dbs[stream.db].pop(stream.key, None)
+                if found is None:
+                    self.unavailable.pop((stream.db, stream.key), None)
+                self._deleted(stream)
+        elif kind == b"rename":
+            stream = self.streams[op[1]]
+            self._renamed(stream, bytes(op[3]))
+        elif kind == b"swapdb":
+            self._swapped(op[1], op[2])
 
     # -- committing -----------------------------------------------------------------------
 

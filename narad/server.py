@@ -51,6 +51,7 @@ from narad.keyspace import Keyspace
 from narad.listen import Listeners
 from narad.log import LogFailed
 from narad.queues.service import QueueService, RunningLoop
+from narad.replication.role import Replication
 
 logger = logging.getLogger("narad.server")
 
@@ -102,6 +103,7 @@ class Server:
         self.queues = QueueService(self.keyspace, self, self.barrier, RunningLoop())
         self.keyspace.on_delete = self.queues.dropped
         self.dispatch = Dispatcher(config, self.stats, self.barrier)
+        self.replication = Replication(self)
         self._next_client_id = 1
         self.loop: asyncio.AbstractEventLoop | None = None
         self.shutdown_requested: asyncio.Event | None = None
@@ -173,7 +175,7 @@ class Server:
         # The commit after this must run whatever happens while serving: replies of
         # every client wait on it.
         queues = self.queues
-        if queues.to_serve or queues.subscribed:
+        if (queues.to_serve or queues.subscribed) and self.keyspace.leads:
             try:
                 queues.serve()
             except Exception as exc:
@@ -185,6 +187,8 @@ class Server:
 
     def after_commit(self, committed: bool) -> None:
         keyspace = self.keyspace
+        if committed and self.replication.leader.links:
+            self.replication.leader.pump_all()
         keyspace.remove_doomed()
         if keyspace.checkpoint_due():
             keyspace.checkpointer.begin(asyncio.get_running_loop())
@@ -205,6 +209,13 @@ class Server:
             )
             self.exit_status = 1
             self.request_shutdown()
+
+    def truncate_history(self, position: int) -> None:
+        """Cut this node's history back to `position` (a replica whose new leader
+        lacks the commits after it: narad/replication/follower.py), crash-safe, and
+        reopen the keyspace on what is left."""
+        self.barrier.end_of_iteration()  # replies of reads so far leave first
+        self.keyspace.reopen_truncated(position)
 
     # -- WATCH ----------------------------------------------------------------------------
 
@@ -271,11 +282,12 @@ class Server:
         self._cron_handle = self.loop.call_later(CRON_INTERVAL_S, self._cron)
         try:
             self.barrier.settle()
-            try:
-                self.keyspace.maintain()
-            except LogFailed as exc:
-                logger.error("keyspace upkeep failed: %s", exc)
-            self.queues.tick()
+            if self.keyspace.leads:  # a replica's every change is its leader's
+                try:
+                    self.keyspace.maintain()
+                except LogFailed as exc:
+                    logger.error("keyspace upkeep failed: %s", exc)
+                self.queues.tick()
         except Exception as exc:  # the commit below still runs, and so does the next upkeep
             self.dispatch.unexpected(exc, "upkeep")
         self.barrier.schedule()  # trim ops written by retention are committed as usual
@@ -345,7 +357,8 @@ class Server:
         self.loop = asyncio.get_running_loop()
         self.shutdown_requested = asyncio.Event()
         self.keyspace.open(self)
-        self.queues.opened()
+        if self.keyspace.leads:
+            self.queues.opened()
         self.listeners = Listeners(self.loop, lambda: Client(self))
         self.listeners.listen(
             str(self.config["bind"]).split(),
@@ -356,6 +369,7 @@ class Server:
         previous = {sig: signal.signal(sig, self._stop_signal) for sig in STOP_SIGNALS}
         self._cron_handle = self.loop.call_later(CRON_INTERVAL_S, self._cron)
         self._sample_handle = self.loop.call_later(metrics.SAMPLE_INTERVAL_S, self._sample)
+        self.replication.start()
         logger.info("ready to accept connections on port %d", port)
         if ready is not None:
             ready(port)
@@ -364,6 +378,7 @@ class Server:
         finally:
             self._cron_handle.cancel()
             self._sample_handle.cancel()
+            self.replication.stop()
             for sig, handler in previous.items():
                 signal.signal(sig, handler)
             self.listeners.close()

@@ -7,6 +7,7 @@ from narad.commands import (  # noqa: F401
     groups,
     keys,
     queues,
+    replication,
     schema,
     streams,
     transactions,

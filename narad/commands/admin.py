@@ -1,5 +1,5 @@
 """Server commands: INFO, CONFIG, COMMAND, TIME, SHUTDOWN, LASTSAVE, SAVE, BGSAVE,
-FUNCTION FLUSH, SLOWLOG, MONITOR, WAIT."""
+FUNCTION FLUSH, SLOWLOG, MONITOR."""
 
 from __future__ import annotations
 
@@ -84,17 +84,6 @@ def monitor(client: Client, args: list[bytes]) -> Any:
     if client not in client.server.dispatch.monitors:
         client.server.dispatch.monitors.append(client)
     return OK
-
-
-@command("wait", 3, "noscript", group="generic", since="3.0.0", categories="@connection")
-def wait(client: Client, args: list[bytes]) -> Any:
-    """Blocks until the asynchronous replication of all preceding write commands sent by
-    the connection is completed (Narad: no replicas yet, so 0 at once)."""
-    parse_int(args[1])
-    timeout = parse_int(args[2], "timeout is not an integer or out of range")
-    if timeout < 0:
-        raise CommandError("timeout is negative")
-    return 0
 
 
 # -- CONFIG -------------------------------------------------------------------------------

@@ -116,7 +116,7 @@ def hello(client: Client, args: list[bytes]) -> Any:
         "proto": protocol,
         "id": client.id,
         "mode": "standalone",
-        "role": "master",
+        "role": "replica" if client.server.replication.is_replica else "master",
         "modules": [],
     }
 

@@ -40,7 +40,8 @@ RunHandler = Callable[["Client", list[bytes], "deque[list[bytes]]"], "list[list[
 class Block:
     """A handler's answer "not yet": wait on `keys` (db, key) until `retry(key)`, called
     with a key of `keys` that was signaled, returns a reply (not None), or until
-    `timeout_ms` passes (0: forever), then reply `timeout_reply`. `retry` may raise
+    `timeout_ms` passes (0: forever), then reply `timeout_reply` (called for the reply
+    when it is callable). `retry` may raise
     CommandError when what it waits on is gone."""
 
     keys: list[tuple[int, bytes]]
@@ -72,6 +73,10 @@ class Command:
     rejected: int = 0  # refused before running (arity, auth, unknown subcommand, ...)
     failed: int = 0  # ran and answered an error
     latency: Histogram | None = None  # INFO latencystats, while latency-tracking is on
+    # Whether its reply tells nothing of the keyspace (PING, INFO, CONFIG, ROLE, WAIT,
+    # ...): it leaves without waiting for the replicas' acks of the commits before
+    # it (narad/barrier.py). Set by `command` (see `_data_free`).
+    data_free: bool = False
 
     def check_arity(self, argc: int) -> bool:
         return argc == self.arity if self.arity >= 0 else argc >= -self.arity
@@ -117,6 +122,7 @@ def command(
             complexity,
             all_categories,
         )
+        cmd.data_free = _data_free(name, parent, group, cmd.flags)
         if parent is None:
             existing = COMMANDS.get(name.encode())
             if existing is not None:  # a container registered first by its subcommands
@@ -160,6 +166,22 @@ GROUP_CATEGORIES = {
     "keyspace": "@keyspace",
     "scripting": "@scripting",
 }
+
+
+# Commands of the data-free groups that read the keyspace all the same.
+_READS_KEYSPACE = frozenset({"dbsize", "exec", "debug"})
+
+
+def _data_free(name: str, parent: str | None, group: str, flags: frozenset[str]) -> bool:
+    """Whether a command's reply reveals nothing of the keyspace: connection, server
+    and transaction commands that do not write, but those that read keys anyway."""
+    if name in ("wait", "waitaof"):
+        return True
+    return (
+        group in ("connection", "server", "transactions")
+        and "write" not in flags
+        and (parent or name) not in _READS_KEYSPACE
+    )
 
 
 def _categories(flags: str, group: str) -> tuple[str, ...]:

@@ -256,6 +256,18 @@ class Config:
                     self._apply(setting)
             raise _set_error(applied[-1].name, str(exc)) from None
 
+    def put(self, name: str, text: str) -> None:
+        """Set `name` from the server's own commands (REPLICAOF sets replicaof, which
+        CONFIG SET may not), parsed as CONFIG SET parses it; no callback runs."""
+        setting = lookup(name)
+        if setting is None:
+            raise KeyError(name)
+        args = _set_arguments(setting, text)
+        try:
+            self._values[setting.name] = setting.kind.parse(args, self._values[setting.name])
+        except BadValue as exc:
+            raise _set_error(name.lower(), str(exc)) from None
+
     def _apply(self, setting: Setting) -> None:
         for callback in self._callbacks.get(setting.name, []):
             callback(self._values[setting.name])

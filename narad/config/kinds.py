@@ -148,6 +148,41 @@ class StringKind(Kind):
         return [quote(str(value))]
 
 
+class ReplicaOfKind(Kind):
+    """`replicaof <host> <port>`, or `replicaof no one` (also an empty value): the
+    value is "host port", or "" for a leader."""
+
+    label: ClassVar[str] = "special"
+    multi_arg: ClassVar[bool] = True
+
+    def parse(self, args: Sequence[str], current: object) -> object:
+        if len(args) == 1 and args[0] == "":
+            return ""
+        if len(args) != 2:
+            raise BadValue("wrong number of arguments")
+        host, port = args
+        if host.lower() == "no" and port.lower() == "one":
+            return ""
+        try:
+            number = parse_integer(port)
+        except ValueError:
+            number = -1
+        if not 0 < number <= 65535:
+            raise BadValue("Invalid master port")
+        return f"{host} {number}"
+
+    def write(self, value: object) -> list[str]:
+        return [str(value)] if value else []
+
+
+def replica_of(value: object) -> tuple[str, int] | None:
+    """The (host, port) of a `replicaof` value, or None for a leader."""
+    if not value:
+        return None
+    host, port = str(value).rsplit(" ", 1)
+    return host, int(port)
+
+
 class BindKind(Kind):
     """Addresses to listen on; the value is them joined by single spaces.
 

@@ -22,6 +22,7 @@ from narad.config.kinds import (
     MemoryKind,
     OutputBufferLimits,
     PercentilesKind,
+    ReplicaOfKind,
     SaveKind,
     StringKind,
 )
@@ -52,9 +53,7 @@ LIMITS = "Protocol limits"
 STORAGE = "Durability and storage"
 STREAMS = "Streams"
 SLOWLOG = "Slow log and latency"
-REPLICATION = "Replication (reserved: replication is not implemented yet)"
-
-_NO_REPLICATION = "replication is not implemented yet"
+REPLICATION = "Replication"
 
 DEFAULT_OUTPUT_BUFFER_LIMITS = OutputBufferLimits(
     normal=BufferLimit(GB, 0, 0),
@@ -314,21 +313,115 @@ SETTINGS: tuple[Setting, ...] = (
         SLOWLOG,
     ),
     Setting(
-        "min-replicas-to-ack",
-        IntKind(0, 0, why=_NO_REPLICATION),
-        0,
-        "Will acknowledge a write once this many replicas have it. Only 0 (at once) is"
-        " accepted until replication exists.",
+        "replicaof",
+        ReplicaOfKind(),
+        "",
+        "Follow the leader at HOST PORT (empty: be a leader). REPLICAOF changes it at"
+        " runtime. Also named slaveof.",
+        REPLICATION,
+        mutable=False,
+        aliases=("slaveof",),
+    ),
+    Setting(
+        "masterauth",
+        StringKind(),
+        "",
+        "The password a replica gives its leader (the leader's requirepass).",
+        REPLICATION,
+        sensitive=True,
+    ),
+    Setting(
+        "masteruser",
+        StringKind(),
+        "",
+        "The user name a replica gives with masterauth (empty: AUTH with the password"
+        " alone).",
         REPLICATION,
     ),
     Setting(
+        "replica-announce-ip",
+        StringKind(),
+        "",
+        "The address a replica tells its leader to show for it (empty: the one the"
+        " leader sees). Also named slave-announce-ip.",
+        REPLICATION,
+        aliases=("slave-announce-ip",),
+    ),
+    Setting(
+        "replica-announce-port",
+        IntKind(0, 65535),
+        0,
+        "The port a replica tells its leader to show for it (0: its own port). Also"
+        " named slave-announce-port.",
+        REPLICATION,
+        aliases=("slave-announce-port",),
+    ),
+    Setting(
+        "replica-priority",
+        IntKind(0, INT_MAX),
+        100,
+        "Failover preference shown to sentinels: lower goes first, 0 never promoted."
+        " Also named slave-priority.",
+        REPLICATION,
+        aliases=("slave-priority",),
+    ),
+    Setting(
         "replica-read-only",
-        BoolKind(only=True, why=_NO_REPLICATION),
+        BoolKind(only=True, why="a replica's history is its leader's"),
         True,
-        "Will make a replica refuse writes from clients. Also named slave-read-only. Only"
-        " yes is accepted until replication exists.",
+        "A replica refuses writes from clients. Also named slave-read-only. Only yes is"
+        " accepted: a replica's history is its leader's.",
         REPLICATION,
         aliases=("slave-read-only",),
+    ),
+    Setting(
+        "min-replicas-to-ack",
+        IntKind(0, 1000),
+        0,
+        "Acknowledge a write once it is durable here and on this many replicas (0: here"
+        " alone); with fewer replicas connected, writes are refused (NOREPLICAS).",
+        REPLICATION,
+    ),
+    Setting(
+        "min-replicas-timeout",
+        IntKind(1, INT_MAX),
+        10000,
+        "Milliseconds a write waits for its replica acks before it answers NOREPL (not"
+        " acknowledged: it may or may not survive).",
+        REPLICATION,
+    ),
+    Setting(
+        "min-replicas-max-lag",
+        IntKind(0, INT_MAX),
+        10,
+        "A replica counts as connected for min-replicas-to-ack while its last ack is at"
+        " most this many seconds old. Also named min-slaves-max-lag.",
+        REPLICATION,
+        aliases=("min-slaves-max-lag",),
+    ),
+    Setting(
+        "repl-backlog-size",
+        MemoryKind(0, LLONG_MAX),
+        256 * MB,
+        "Journal kept for replicas behind the last checkpoint; a replica further behind"
+        " first copies the logs.",
+        REPLICATION,
+    ),
+    Setting(
+        "repl-timeout",
+        IntKind(1, INT_MAX),
+        60,
+        "Seconds without traffic after which a replication link counts as broken.",
+        REPLICATION,
+    ),
+    Setting(
+        "repl-ping-replica-period",
+        IntKind(1, INT_MAX),
+        1,
+        "Seconds between a leader's pings to an idle replica (its position and epoch)."
+        " Also named repl-ping-slave-period.",
+        REPLICATION,
+        aliases=("repl-ping-slave-period",),
     ),
 )
 

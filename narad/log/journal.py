@@ -34,10 +34,11 @@ from __future__ import annotations
 
 import asyncio
 import logging
+import os
 import struct
 import threading
 import time
-from collections.abc import Iterator
+from collections.abc import Iterable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -56,6 +57,10 @@ JOURNAL_FOLDER = "journal"
 # written (crash-safe) at each roll, so that a newest segment deleted by hand is a
 # refusal to start rather than commits silently lost.
 NEWEST_FILE = "newest"
+# `<dir>/journal/history`: the id of the history this journal holds (40 hex digits,
+# INFO `master_replid`): made when the journal is, taken from the leader by a replica
+# whose journal is empty, so that nodes with one id hold prefixes of one history.
+HISTORY_FILE = "history"
 JOURNAL_VERSION = 1
 SEGMENT_BYTES = 64 * 1024 * 1024
 # A commit larger than this is split into several records (FLAG_CONTINUES), at record
@@ -235,6 +240,7 @@ class Journal:
         except LogCorrupted:
             self.log.close()
             raise
+        self.history = self._read_history()
         self.stats = CommitStats()
         self.logs: dict[int, Log] = {}  # key -> every open log of the node
         self._dirty: dict[Log, None] = {}  # logs with records for the next commit
@@ -249,6 +255,10 @@ class Journal:
         self.epoch = self.log.epoch  # the leader epoch commits carry
         self._epoch_begun = False  # the next commit is the first of `epoch`
         self._waiters: asyncio.Future[None] | None = None
+        # (its first position, the frames) of the journal records the last commit
+        # wrote, as in the file: what the leader sends its replicas from memory.
+        self.tail: tuple[int, bytearray] = (self.position, bytearray())
+        self.tail_records = 0
         self._stop = threading.Event()
         self._thread: threading.Thread | None = None
         if policy is FsyncPolicy.EVERYSEC:
@@ -281,6 +291,19 @@ class Journal:
     def _record_newest(self, base: int) -> None:
         checkpoint.write(self.path / NEWEST_FILE, [f"segment {base}"])
         self._newest = base
+
+    def _read_history(self) -> str:
+        lines = checkpoint.read(self.path / HISTORY_FILE)
+        if lines and len(lines) == 1 and lines[0].startswith("history "):
+            return lines[0].split()[1]
+        history = os.urandom(20).hex()
+        self.adopt_history(history)
+        return history
+
+    def adopt_history(self, history: str) -> None:
+        """This journal holds (a prefix of) history `history` from now on (durably)."""
+        checkpoint.write(self.path / HISTORY_FILE, [f"history {history}"])
+        self.history = history
 
     def truncate(self, position: int) -> None:
         """Delete every commit from `position` on (durably, crash-safe: the record of
@@ -385,9 +408,19 @@ class Journal:
             self.log.failure = f"commit failed: {type(exc).__name__}: {exc}"
             raise LogFailed(self.log.failure) from exc
         self._epoch_begun = False
-        self.carried = set(carried)
         for log in carried:
             log.committed_end = log.journaled_end
+        self._committed(carried, starts, records, nbytes)
+        return True
+
+    def _committed(
+        self, carried: list[Log], starts: Iterable[Log], records: int, nbytes: int
+    ) -> None:
+        """A commit is in the journal that gave `carried` `records` records of
+        `nbytes` bytes (committed in each) and moved the starts of `starts`: they wait
+        for the next checkpoint, and their records are written behind."""
+        self.carried = set(carried)
+        for log in carried:
             self.touched[log] = None
             if log.unwritten_bytes:
                 if log.unwritten_bytes > BEHIND_LOG_BYTES:
@@ -396,14 +429,53 @@ class Journal:
                     self._behind[log] = None
         for log in starts:
             self.touched[log] = None
-        if starts:
             self.starts_waiting = True
         self.behind_bytes += nbytes
         if self.behind_bytes > BEHIND_BYTES_MAX:
             self.write_behind()
         self.stats.commits += 1
         self.stats.records += records
-        return True
+
+    # -- following a leader's journal (narad/replication/apply.py) --------------------
+
+    def append_followed(self, parts: list[tuple[memoryview, list[format.Record]]]) -> None:
+        """Append whole commits of a leader's journal, framed as the leader framed them
+        (each part: frames, and the records scanned from them; the first at this
+        journal's position): byte for byte the leader's records, so that a position
+        names the same commits on every node. Durable under this node's policy when it
+        returns, as a commit is (one write, and one fsync under `always`)."""
+        if self.log.failure is not None:
+            raise LogFailed(self.log.failure)
+        journal = self.log
+        if parts[0][1][0].offset != journal.next_offset:
+            raise ValueError(
+                f"the leader's records start at position {parts[0][1][0].offset}, this "
+                f"journal is at {journal.next_offset}"
+            )
+        before = journal.size_bytes
+        try:
+            for run, records in parts:
+                journal.append_framed(run, records)
+            journal.write()
+        except LogFailed:
+            raise
+        except Exception as exc:
+            self.log.failure = f"following failed: {type(exc).__name__}: {exc}"
+            raise LogFailed(self.log.failure) from exc
+        self.epoch = journal.epoch
+        if journal.active.base_offset != self._newest:
+            self._record_newest(journal.active.base_offset)
+        self.stats.bytes += journal.size_bytes - before
+        if self.policy is FsyncPolicy.ALWAYS and journal.sync():
+            self.stats.fsyncs += 1
+
+    def followed(self, carried: list[Log], starts: list[Log], records: int, nbytes: int) -> None:
+        """A followed commit gave `carried` its records and moved the starts of
+        `starts` (in memory, Log.move_start): they count as committed, as after a
+        commit of this node's own."""
+        for log in carried:
+            log.adopt_journaled()
+        self._committed(carried, starts, records, nbytes)
 
     def _append(self, changes: list[list[Any]], body: list[Piece], nbytes: int) -> None:
         journal = self.log
@@ -416,6 +488,8 @@ class Journal:
         for i, part in enumerate(parts):
             flags = FLAG_CONTINUES if i + 1 < len(parts) else 0
             journal.append(part, flags=flags, timestamp_ms=now, epoch=self.epoch)
+        self.tail = journal.pending_frames()
+        self.tail_records = journal.next_offset - self.tail[0]
         journal.write()
         if journal.active.base_offset != self._newest:  # the journal rolled
             self._record_newest(journal.active.base_offset)
@@ -516,18 +590,31 @@ def commits(log: Log, position: int) -> Iterator[tuple[int, list[list[Any]], mem
     `position` on; a commit whose last part is missing (a torn tail) is not yielded,
     and recovery cuts its parts off (narad/log/recovery.py). Raises BadCommit for a
     record that is not a commit."""
+    def records() -> Iterator[format.Record]:
+        offset = position
+        while batch := log.read(offset, count_max=64):
+            yield from batch
+            offset = batch[-1].offset + 1
+
+    return whole_commits(records())
+
+
+def whole_commits(
+    records: Iterable[format.Record],
+) -> Iterator[tuple[int, list[list[Any]], memoryview]]:
+    """(position after it, changes, body) of every whole commit among journal
+    `records` (consecutive, from a commit's first part on); the parts of a commit
+    whose last part is not among them are not yielded. Raises BadCommit for a record
+    that is not a commit."""
     parts: list[tuple[list[list[Any]], memoryview]] = []
-    offset = position
-    while batch := log.read(offset, count_max=64):
-        for rec in batch:
-            parts.append(decode_commit(rec.payload))
-            if rec.flags & FLAG_CONTINUES:
-                continue
-            if len(parts) == 1:
-                yield rec.offset + 1, parts[0][0], parts[0][1]
-            else:
-                changes = [c for p in parts for c in p[0]]
-                body = memoryview(b"".join(p[1] for p in parts))
-                yield rec.offset + 1, changes, body
-            parts = []
-        offset = batch[-1].offset + 1
+    for rec in records:
+        parts.append(decode_commit(rec.payload))
+        if rec.flags & FLAG_CONTINUES:
+            continue
+        if len(parts) == 1:
+            yield rec.offset + 1, parts[0][0], parts[0][1]
+        else:
+            changes = [c for p in parts for c in p[0]]
+            body = memoryview(b"".join(p[1] for p in parts))
+            yield rec.offset + 1, changes, body
+        parts = []

@@ -636,6 +636,14 @@ class Log:
     ) -> list[Record]:
         return reading.read(self, offset, count_max, bytes_max, end)
 
+    def read_frames(self, offset: int, bytes_max: int) -> tuple[int, bytes]:
+        return reading.read_frames(self, offset, bytes_max)
+
+    def pending_frames(self) -> tuple[int, bytearray]:
+        """(the first offset of, the buffer of) the records not yet written: after
+        `write` the buffer is the file's copy of them, never changed again."""
+        return self._pending_offset, self._pending
+
     def read_entries(
         self, offset: int, count: int, high: int, deleted: Collection[int]
     ) -> tuple[list[tuple[int, bytes]], tuple[int, int] | None, bool] | None:

@@ -95,6 +95,24 @@ def read(
     return out
 
 
+def read_frames(log: Log, offset: int, bytes_max: int) -> tuple[int, bytes]:
+    """(how many, their frames): whole records from `offset` on, as framed in their
+    segment (CRC-checked), from one segment, about `bytes_max` bytes (the first record
+    whatever its size); (0, b"") when there are none."""
+    records = read(log, offset, bytes_max=bytes_max)
+    if not records:
+        return 0, b""
+    seg = _segment_of(log, records[0].offset)
+    last = records[0]
+    for rec in records[1:]:
+        if rec.position <= last.position:  # the next segment's
+            break
+        last = rec
+    first = records[0]
+    size = last.position + last.size - first.position
+    return last.offset - first.offset + 1, seg.pread(first.position, size)
+
+
 def read_entries(
     log: Log, offset: int, count: int, high: int, deleted: Collection[int]
 ) -> tuple[list[tuple[int, bytes]], tuple[int, int] | None, bool] | None:

@@ -9,8 +9,8 @@ to where the journal says it ends, so nothing the journal does not hold survives
 log that lacks records the journal no longer holds (before the checkpoint) cannot be
 mended: opening refuses, naming the log. The cost is O(journal since the checkpoint).
 
-`apply_records` and `apply_change` are the one way a commit's change reaches a log
-at recovery (and, later, on a replica).
+`take_records` (and `apply_records`) is the one way a commit's records reach a log, at
+recovery and on a replica (narad/replication/apply.py).
 """
 
 from __future__ import annotations
@@ -33,10 +33,15 @@ PROGRESS_S = 5.0  # a replay logs its progress this often
 def apply_records(log: Log, first: int, count: int, run: memoryview) -> int:
     """Give `log` the records of `run` (framed records at offsets first ..
     first+count-1) that it lacks; how many it took."""
+    return len(take_records(log, first, count, run))
+
+
+def take_records(log: Log, first: int, count: int, run: memoryview) -> list[format.Record]:
+    """`apply_records`, returning the records `log` took."""
     end = first + count
     have = log.next_offset
     if have >= end:
-        return 0
+        return []
     if have < first:
         raise LogCorrupted(
             f"{log.path} ends at offset {have} but the journal's next records for it start "
@@ -46,10 +51,11 @@ def apply_records(log: Log, first: int, count: int, run: memoryview) -> int:
     records, used, _, detail = format.scan(run, 0, 0, count)
     if len(records) != count or used != len(run):
         raise BadCommit(f"a change for {log.path} holds no {count} whole records: {detail}")
-    log.append_framed(run, records[have - first :])
+    taken = records[have - first :]
+    log.append_framed(run, taken)
     if log.unwritten_bytes > BEHIND_LOG_BYTES:
         log.write()
-    return end - have
+    return taken
 
 
 class Replay:

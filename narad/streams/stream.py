@@ -182,6 +182,18 @@ class Stream:
     def apply(self, op: list[Any]) -> None:
         self._handlers[op[0]](self, op)
 
+    def follow(self, records: Iterable[tuple[int, bytes]]) -> None:
+        """The leader's state records (offset, payload), appended to the state log by
+        the caller, applied as replay applies them; one that cannot be applied makes
+        the stream faulted, as at replay (narad/replication/apply.py)."""
+        for offset, payload in records:
+            if self.fault is not None or not self._apply_record(offset, payload):
+                return
+
+    def followed_entries(self) -> None:
+        """The data log took the leader's entries (narad/replication/apply.py)."""
+        self._note_last_id()
+
     def _replay(self) -> None:
         count = self.replay(log_records(self.state))
         if count and self.fault is None:
@@ -195,19 +207,7 @@ class Stream:
         fault, at the last applied op's offset, since no later op is to blame."""
         count, last = 0, 0
         for offset, payload in records:
-            stage = "the record is not msgpack: "  # what the fault's reason starts with
-            try:
-                op = msgpack.unpackb(payload, raw=False, strict_map_key=False)
-                stage = ""
-                if not (isinstance(op, list) and op and isinstance(op[0], str)):
-                    raise ValueError("the record is not an op (a list that starts with its name)")
-                handler = self._handlers.get(op[0])
-                if handler is None:
-                    raise ValueError(self.machines.unknown(op[0]))
-                stage = f"{op[0]} op: "
-                handler(self, op)
-            except Exception as error:
-                self._set_fault(offset, stage, error)
+            if not self._apply_record(offset, payload):
                 return count
             count, last = count + 1, offset
         try:
@@ -215,6 +215,24 @@ class Stream:
         except Exception as error:
             self._set_fault(last, "settling the replayed state on the data log: ", error)
         return count
+
+    def _apply_record(self, offset: int, payload: bytes) -> bool:
+        """Apply one state record; False, with `fault` set, when it cannot be."""
+        stage = "the record is not msgpack: "  # what the fault's reason starts with
+        try:
+            op = msgpack.unpackb(payload, raw=False, strict_map_key=False)
+            stage = ""
+            if not (isinstance(op, list) and op and isinstance(op[0], str)):
+                raise ValueError("the record is not an op (a list that starts with its name)")
+            handler = self._handlers.get(op[0])
+            if handler is None:
+                raise ValueError(self.machines.unknown(op[0]))
+            stage = f"{op[0]} op: "
+            handler(self, op)
+        except Exception as error:
+            self._set_fault(offset, stage, error)
+            return False
+        return True
 
     def _set_fault(self, offset: int, stage: str, error: Exception) -> None:
         what = stage + (" ".join(str(error).split()) or type(error).__name__)

@@ -403,7 +403,7 @@ def test_command_shapes(shared_narad: NaradProcess) -> None:
 
 
 # Narad's commands that Redis 7.0 lacks (Redis 7.2 has them; redis-py sends SETINFO).
-NEWER_THAN_7_0 = {b"client|setinfo", b"client|no-touch"}
+NEWER_THAN_7_0 = {b"client|setinfo", b"client|no-touch", b"waitaof"}
 
 
 def _command_infos(conn: Raw, names: list[bytes]) -> dict[bytes, list[object]]:

@@ -1,0 +1,217 @@
+"""Replication commands: REPLICAOF (SLAVEOF), ROLE, REPLCONF, PSYNC, WAIT, WAITAOF.
+
+The protocol between a replica and its leader is docs/replication.md's
+(narad/replication/wire.py); the role moves are narad/replication/role.py's.
+"""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING, Any
+
+from narad.commands.args import parse_int, parse_timeout_ms
+from narad.commands.table import Block, command
+from narad.errors import CommandError, syntax
+from narad.replication.role import ACKS_KEY
+from narad.resp import SimpleString
+
+if TYPE_CHECKING:
+    from narad.client import Client
+
+OK = SimpleString("OK")
+
+
+# -- REPLICAOF ------------------------------------------------------------------------
+
+
+def _replicaof(client: Client, args: list[bytes]) -> Any:
+    replication = client.server.replication
+    host, port_arg = args[1].decode("utf-8", "replace"), args[2]
+    if host.lower() == "no" and port_arg.lower() == b"one":
+        replication.no_one()
+        return OK
+    if client.replica_link is not None:
+        raise CommandError("Command is not valid when client is a replica.")
+    port = parse_int(port_arg, "Invalid master port")
+    if not 0 <= port <= 65535:
+        raise CommandError("Invalid master port")
+    return SimpleString(replication.replicaof(host, port, client))
+
+
+@command("replicaof", 3, "admin noscript stale no_async_loading", group="server", since="5.0.0")
+def replicaof(client: Client, args: list[bytes]) -> Any:
+    """Configures a server as replica of another, or promotes it to a master."""
+    return _replicaof(client, args)
+
+
+@command("slaveof", 3, "admin noscript stale no_async_loading", group="server")
+def slaveof(client: Client, args: list[bytes]) -> Any:
+    """Sets a Redis server as a replica of another, or promotes it to being a master."""
+    return _replicaof(client, args)
+
+
+@command("role", 1, "noscript loading stale fast", group="server", since="2.8.12")
+def role(client: Client, args: list[bytes]) -> Any:
+    """Returns the replication role."""
+    server = client.server
+    follower = server.replication.follower
+    position = server.keyspace.journal.position
+    if follower is not None:
+        return [b"slave", follower.host.encode(), follower.port, follower.state.encode(), position]
+    links = server.replication.leader.links.values()
+    replicas = [[link.ip.encode(), b"%d" % link.port, b"%d" % link.acked] for link in links]
+    return [b"master", position, replicas]
+
+
+# -- the link (sent by replicas) --------------------------------------------------------
+
+
+@command("replconf", -1, "admin noscript loading stale allow_busy", group="server", since="3.0.0")
+def replconf(client: Client, args: list[bytes]) -> Any:
+    """An internal command for configuring the replication stream."""
+    from narad.client import NO_REPLY
+
+    if len(args) % 2 == 0:
+        raise syntax()
+    options = [(args[i].lower(), args[i + 1]) for i in range(1, len(args), 2)]
+    if options and options[0][0] == b"ack":
+        link = client.replica_link
+        if link is not None:
+            position = parse_int(options[0][1])
+            fsynced = position
+            for name, value in options[1:]:
+                if name == b"fack":
+                    fsynced = parse_int(value)
+            client.server.replication.leader.acked(link, position, fsynced)
+        return NO_REPLY  # an ack is never answered, as in Redis
+    for name, value in options:
+        if name == b"listening-port":
+            port = parse_int(value)
+            if not 0 <= port <= 65535:
+                raise CommandError("Invalid listening port")
+            client.replconf["listening-port"] = str(port)
+        elif name == b"ip-address":
+            client.replconf["ip-address"] = value.decode("utf-8", "replace")
+        elif name == b"capa":
+            client.replconf["capa"] = value.decode("utf-8", "replace")
+        elif name == b"getack":
+            pass  # acks go out once a second anyway
+        else:
+            raise CommandError(
+                f"Unrecognized REPLCONF option: {name.decode('utf-8', 'replace')}"
+            )
+    return OK
+
+
+@command("psync", -3, "admin noscript no_async_loading no_multi", group="server", since="2.8.0")
+def psync(client: Client, args: list[bytes]) -> Any:
+    """Internal command used in replication: follow this node's journal from a position
+    (PSYNC history position epoch; docs/replication.md)."""
+    from narad.client import NO_REPLY
+
+    server = client.server
+    replication = server.replication
+    if replication.is_replica:
+        raise CommandError(
+            "this node is a replica: replicas follow the leader itself (chained "
+            "replication is not supported)"
+        )
+    if client.replica_link is not None:
+        raise CommandError("this connection follows the journal already")
+    history = args[1].decode("utf-8", "replace")
+    position = parse_int(args[2])
+    epoch = parse_int(args[3]) if len(args) > 3 else 0
+    journal = server.keyspace.journal
+    if position < 0 or epoch < 0:
+        raise CommandError("the position and the epoch must be at least 0")
+    if history != journal.history and position > 0:
+        raise CommandError(
+            f"the replica's journal holds another history ({history[:12]}..., this "
+            f"node's is {journal.history[:12]}...): it cannot follow this node"
+        )
+    if epoch > journal.epoch:
+        raise CommandError(
+            f"the replica has seen leader epoch {epoch}, above this node's {journal.epoch}"
+        )
+    found, end = journal.epoch_end(epoch)
+    if found != epoch or position > end:
+        return SimpleString(f"TRUNCATE {found} {end}")
+    start = journal.log.start_offset
+    if position < start:
+        raise CommandError(
+            f"position {position} is no longer in this node's journal (it starts at "
+            f"{start}): the replica needs a full copy"
+        )
+    if client.out:  # replies to the handshake come before the journal
+        client.write(client.take_out())
+    client.write(f"+CONTINUE {journal.history} {journal.position} {journal.epoch}\r\n".encode())
+    ip = client.replconf.get("ip-address") or client.addr.rpartition(":")[0].strip("[]")
+    port = int(client.replconf.get("listening-port", "0"))
+    replication.leader.attach(client, position, ip, port)
+    return NO_REPLY
+
+
+# -- WAIT, WAITAOF ------------------------------------------------------------------------
+
+
+def _target(client: Client) -> int:
+    """The position that holds every write this client sent so far: the journal's,
+    or the commit that ends this iteration when writes wait for it."""
+    journal = client.server.keyspace.journal
+    return journal.position + (1 if journal.pending else 0)
+
+
+@command("wait", 3, "noscript", group="generic", since="3.0.0", categories="@connection")
+def wait(client: Client, args: list[bytes]) -> Any:
+    """Blocks until the asynchronous replication of all preceding write commands sent by
+    the connection is completed."""
+    wanted = parse_int(args[1])
+    timeout = parse_timeout_ms(args[2])
+    server = client.server
+    if server.replication.is_replica:
+        raise CommandError(
+            "WAIT cannot be used with replica instances. Please also note that since Redis "
+            "4.0 if a replica is configured to be writable (which is not the default) writes "
+            "to replicas are just local and are not propagated."
+        )
+    leader = server.replication.leader
+    target = _target(client)
+    acked = leader.count_acked(target)
+    if acked >= wanted or client.in_exec:
+        return acked
+
+    def retry(key: bytes) -> Any:
+        count = leader.count_acked(target)
+        return count if count >= wanted else None
+
+    return Block([ACKS_KEY], timeout, retry, lambda: leader.count_acked(target))
+
+
+@command("waitaof", 4, "noscript", group="generic", since="7.2.0", categories="@connection")
+def waitaof(client: Client, args: list[bytes]) -> Any:
+    """Blocks until all of the preceding write commands sent by the connection are
+    written to the append-only file of the master and/or replicas."""
+    local = parse_int(args[1])
+    wanted = parse_int(args[2])
+    timeout = parse_timeout_ms(args[3])
+    server = client.server
+    if server.replication.is_replica:
+        raise CommandError(
+            "WAITAOF cannot be used with replica instances. Please also note that writes "
+            "to replicas are just local and are not propagated."
+        )
+    leader = server.replication.leader
+    journal = server.keyspace.journal
+    target = _target(client)
+
+    def counts() -> list[int]:
+        return [int(journal.log.durable_end >= target), leader.count_acked(target, fsynced=True)]
+
+    now = counts()
+    if (now[0] >= local and now[1] >= wanted) or client.in_exec:
+        return now
+
+    def retry(key: bytes) -> Any:
+        found = counts()
+        return found if found[0] >= local and found[1] >= wanted else None
+
+    return Block([ACKS_KEY], timeout, retry, counts)

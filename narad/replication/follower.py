@@ -1,0 +1,253 @@
+"""The replica's side of replication: one link to the leader, kept up for as long as
+this node follows it (REPLICAOF host port, or `replicaof` in the config).
+
+The link runs on anyio, in a task of its own: connect (bounded by `repl-timeout`),
+the handshake (narad/replication/wire.py), then a loop that takes the leader's
+journal as it comes, applies whole commits (narad/replication/apply.py) and
+acknowledges the position once it is durable here. Acks also go out once a second,
+so the leader sees the link live and the fsynced position advance under `fsync
+everysec`. A link that breaks, times out or is refused is retried after
+RETRY_S; cancelling the task (REPLICAOF NO ONE, another REPLICAOF, shutdown) ends it
+wherever it waits.
+
+Commits are applied between two awaits, on the event loop thread, so that clients of
+this node see each commit whole. A commit larger than a journal record
+(FLAG_CONTINUES parts) is kept in memory until its last part came, so this node's
+journal always ends at a commit boundary.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import time
+from typing import TYPE_CHECKING, Any
+
+import anyio
+import hiredis
+
+from narad.log import LogFailed, format
+from narad.log.journal import FLAG_CONTINUES
+from narad.replication import wire
+from narad.replication.apply import Diverged, apply_commits
+from narad.resp.encoder import encode_request
+
+if TYPE_CHECKING:
+    from narad.server import Server
+
+logger = logging.getLogger("narad.replication")
+
+RETRY_S = 1.0
+ACK_INTERVAL_S = 1.0
+RECEIVE_BYTES = 1 << 20
+
+
+class LinkError(Exception):
+    """The leader refused the link or spoke out of protocol."""
+
+
+class Follower:
+    def __init__(self, server: Server, host: str, port: int) -> None:
+        self.server = server
+        self.host = host
+        self.port = port
+        # Redis's words for the link (ROLE): connect, connecting, sync, connected.
+        self.state = "connect"
+        self.last_io_s = time.monotonic()
+        self.leader_position = 0  # as the leader's last message said
+        self.leader_epoch = 0
+        self.down_since_s = time.monotonic()
+        self.last_error = ""
+        self._parts: list[tuple[memoryview, list[format.Record]]] = []
+        self._task: asyncio.Task[None] | None = None
+
+    @property
+    def address(self) -> str:
+        return f"{self.host}:{self.port}"
+
+    def start(self) -> None:
+        self._task = asyncio.get_running_loop().create_task(self._run())
+
+    def stop(self) -> None:
+        if self._task is not None:
+            self._task.cancel()
+            self._task = None
+        self.state = "connect"
+
+    async def _run(self) -> None:
+        while True:
+            try:
+                await self._session()
+            except (OSError, anyio.BrokenResourceError, anyio.EndOfStream, TimeoutError) as exc:
+                self._broken(f"link lost: {type(exc).__name__}: {exc}")
+            except (LinkError, Diverged) as exc:
+                self._broken(str(exc), logging.ERROR)
+            except LogFailed as exc:
+                self.server.commit_failed(f"following the leader: {exc}", 0)
+                return
+            self.state = "connect"
+            self._parts = []
+            await anyio.sleep(RETRY_S)
+
+    def _broken(self, why: str, level: int = logging.WARNING) -> None:
+        if self.state == "connected":
+            self.down_since_s = time.monotonic()
+        if why != self.last_error or level >= logging.ERROR:
+            logger.log(level, "event=replication_link_down leader=%s reason=%r", self.address, why)
+        self.last_error = why
+
+    # -- one session ----------------------------------------------------------------
+
+    async def _session(self) -> None:
+        config = self.server.config
+        timeout = int(config["repl-timeout"])  # type: ignore[call-overload]
+        self.state = "connecting"
+        with anyio.fail_after(timeout):
+            stream = await anyio.connect_tcp(self.host, self.port)
+        async with stream:
+            link = _Link(stream, timeout)
+            with anyio.fail_after(timeout):
+                await self._handshake(link)
+            self.state = "connected"
+            self.last_error = ""
+            logger.info(
+                "event=replication_link_up leader=%s position=%d",
+                self.address, self.server.keyspace.journal.position,
+            )
+            async with anyio.create_task_group() as tasks:
+                tasks.start_soon(self._ack_every_second, link)
+                await self._follow(link)
+                tasks.cancel_scope.cancel()
+
+    async def _handshake(self, link: _Link) -> None:
+        config = self.server.config
+        password, user = str(config["masterauth"]), str(config["masteruser"])
+        if password:
+            await link.call("AUTH", *([user] if user else []), password)
+        port = int(config["replica-announce-port"]) or self.server.tcp_port  # type: ignore[call-overload]
+        await link.call("REPLCONF", "listening-port", port)
+        announce = str(config["replica-announce-ip"])
+        if announce:
+            await link.call("REPLCONF", "ip-address", announce)
+        await link.call("REPLCONF", "capa", "narad")
+        self.state = "sync"
+        keyspace = self.server.keyspace
+        while True:
+            journal = keyspace.journal
+            epochs = journal.log.epochs
+            last_epoch = epochs[-1][0] if epochs else 0
+            reply = await link.call("PSYNC", journal.history, journal.position, last_epoch)
+            words = reply.split()
+            if words[:1] == ["CONTINUE"] and len(words) == 4:
+                history, position, epoch = words[1], int(words[2]), int(words[3])
+                if history != journal.history:
+                    journal.adopt_history(history)
+                self.leader_position, self.leader_epoch = position, epoch
+                return
+            if words[:1] == ["TRUNCATE"] and len(words) == 3:
+                # The leader's epoch `found` (the largest it has at or below this
+                # node's last) ends at `end` there: what this node holds of later
+                # epochs, or past that end, is not the leader's history.
+                found, end = int(words[1]), int(words[2])
+                position = min(end, journal.epoch_end(found)[1])
+                if position >= journal.position:
+                    raise LinkError(f"the leader's answer {reply!r} cuts nothing")
+                logger.warning(
+                    "event=truncating leader=%s from=%d to=%d (commits the leader's history "
+                    "lacks)", self.address, journal.position, position,
+                )
+                self.server.truncate_history(position)
+                continue
+            raise LinkError(f"the leader refused to sync: {reply}")
+
+    async def _follow(self, link: _Link) -> None:
+        keyspace = self.server.keyspace
+        while True:
+            messages = await link.receive()
+            self.last_io_s = time.monotonic()
+            applied = False
+            for message in messages:
+                if not (isinstance(message, list) and message):
+                    raise LinkError(f"unexpected message from the leader: {message!r:.100}")
+                kind = message[0]
+                if kind == b"journal" and len(message) == 3:
+                    applied |= self._take(int(message[1]), message[2])
+                elif kind == b"ping" and len(message) == 3:
+                    self.leader_position = int(message[1])
+                    self.leader_epoch = max(self.leader_epoch, int(message[2]))
+                else:
+                    raise LinkError(f"unexpected message from the leader: {message!r:.100}")
+            if applied:
+                self.leader_position = max(self.leader_position, keyspace.journal.position)
+                self.server.barrier.schedule()  # wake readers, checkpoint when due
+                await link.send(self._ack())
+
+    def _take(self, first: int, frames: bytes) -> bool:
+        """Take one `journal` message; whether commits were applied."""
+        keyspace = self.server.keyspace
+        expected = keyspace.journal.position + sum(len(recs) for _, recs in self._parts)
+        if first != expected:
+            raise LinkError(f"the leader sent position {first}, this node expected {expected}")
+        records, used, status, detail = format.scan(frames, 0, 0, 1 << 30)
+        if status != format.SCAN_OK or used != len(frames) or not records:
+            raise LinkError(f"bad journal frames from the leader at position {first}: {detail}")
+        if records[0].offset != first:
+            raise LinkError(f"frames for position {records[0].offset} sent as {first}")
+        self._parts.append((memoryview(frames), records))
+        if records[-1].flags & FLAG_CONTINUES:
+            return False
+        parts, self._parts = self._parts, []
+        apply_commits(keyspace, parts)
+        return True
+
+    def _ack(self) -> bytes:
+        journal = self.server.keyspace.journal
+        position = journal.position
+        fsynced = position if journal.log.durable_end >= position else journal.log.durable_end
+        return wire.ack(position, fsynced)
+
+    async def _ack_every_second(self, link: _Link) -> None:
+        while True:
+            await anyio.sleep(ACK_INTERVAL_S)
+            await link.send(self._ack())
+
+
+class _Link:
+    """A connection to the leader: requests and replies, then its pushed messages."""
+
+    def __init__(self, stream: anyio.abc.ByteStream, timeout_s: int) -> None:
+        self.stream = stream
+        self.timeout_s = timeout_s
+        self.reader = hiredis.Reader(encoding=None)
+        self._lock = anyio.Lock()
+
+    async def send(self, data: bytes) -> None:
+        async with self._lock:
+            await self.stream.send(data)
+
+    async def call(self, *args: Any) -> str:
+        """Send one request; its reply as text, or LinkError for an error reply."""
+        await self.send(encode_request([str(arg).encode() for arg in args]))
+        while True:
+            reply = self.reader.gets()
+            if reply is not False:
+                break
+            self.reader.feed(await self.stream.receive(RECEIVE_BYTES))
+        if isinstance(reply, hiredis.ReplyError):
+            raise LinkError(f"{args[0]} refused: {reply}")
+        if isinstance(reply, bytes):
+            return reply.decode("utf-8", "replace")
+        raise LinkError(f"unexpected reply to {args[0]}: {reply!r:.100}")
+
+    async def receive(self) -> list[Any]:
+        """The messages that whole reads brought (at least one); LinkError after
+        `repl-timeout` seconds with nothing."""
+        messages: list[Any] = []
+        while True:
+            while (message := self.reader.gets()) is not False:
+                messages.append(message)
+            if messages:
+                return messages
+            with anyio.fail_after(self.timeout_s):
+                data = await self.stream.receive(RECEIVE_BYTES)
+            self.reader.feed(data)

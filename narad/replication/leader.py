@@ -1,0 +1,182 @@
+"""The leader's side of replication: the replicas that follow this node's journal.
+
+A replica's link is the client connection that sent PSYNC (narad/replication/wire.py
+has the protocol). From its position on, the leader pushes every commit to it as the
+commit is made, pipelined, with no round trip per commit: the frames of the last
+commit come from memory (`Journal.tail`), anything older from the journal's files, a
+chunk at a time, while the socket's buffer has room (the transport pauses and
+resumes the link). The journal on disk is the backlog.
+
+Each replica acknowledges the position it holds durably (REPLCONF ACK, with FACK its
+fsynced position). A commit is *committed* once it is durable here and on
+`min-replicas-to-ack` replicas: the quorum position is the N-th highest
+acknowledged position, and the commit barrier releases the replies sealed at or
+below it (narad/barrier.py). Replies still held after `min-replicas-timeout` answer
+NOREPL instead: not acknowledged, they may or may not survive.
+
+Owned by the event loop thread.
+"""
+
+from __future__ import annotations
+
+import logging
+import time
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING
+
+from narad.replication import wire
+
+if TYPE_CHECKING:
+    from narad.client import Client
+    from narad.server import Server
+
+logger = logging.getLogger("narad.replication")
+
+# A replica behind the last commit is sent the journal a chunk of about this size at
+# a time, and no more while its socket holds WRITE_BUFFER_HIGH bytes unsent.
+CHUNK_BYTES = 1 << 20
+WRITE_BUFFER_HIGH = 8 << 20
+
+NOREPL = (
+    b"-NOREPL Not acknowledged: the write did not reach min-replicas-to-ack replicas within"
+    b" min-replicas-timeout, so it may or may not survive a failover\r\n"
+)
+
+
+@dataclass(eq=False)
+class ReplicaLink:
+    client: Client
+    ip: str  # as the replica announced it, or its peer address
+    port: int  # its listening port, as announced
+    sent: int  # the position up to which the journal was sent
+    acked: int  # the position it holds durably (REPLCONF ACK)
+    fsynced: int  # the position it has fsynced (REPLCONF ACK ... FACK)
+    last_ack_s: float = field(default_factory=time.monotonic)
+    paused: bool = False  # its socket's buffer is full: sending waits for resume
+
+    @property
+    def name(self) -> str:
+        return f"{self.ip}:{self.port}"
+
+
+class Leader:
+    def __init__(self, server: Server) -> None:
+        self.server = server
+        self.links: dict[Client, ReplicaLink] = {}
+
+    @property
+    def quorum(self) -> int:
+        value: int = self.server.config["min-replicas-to-ack"]  # type: ignore[assignment]
+        return value
+
+    # -- links --------------------------------------------------------------------------
+
+    def attach(self, client: Client, position: int, ip: str, port: int) -> ReplicaLink:
+        """`client` follows this journal from `position`, which it holds durably."""
+        link = ReplicaLink(client, ip, port, sent=position, acked=position, fsynced=position)
+        self.links[client] = link
+        client.replica_link = link
+        if client.transport is not None:
+            client.transport.set_write_buffer_limits(high=WRITE_BUFFER_HIGH)
+        logger.info("event=replica_attached replica=%s position=%d", link.name, position)
+        self.server.replication.update_refusal()
+        self.pump(link)
+        return link
+
+    def detach(self, client: Client) -> None:
+        link = self.links.pop(client, None)
+        if link is None:
+            return
+        client.replica_link = None
+        logger.info("event=replica_detached replica=%s acked=%d", link.name, link.acked)
+        self.server.replication.update_refusal()
+
+    def drop_all(self) -> None:
+        """Close every replica's link (this node stops leading)."""
+        for client in list(self.links):
+            self.detach(client)
+            client.close()
+
+    # -- sending --------------------------------------------------------------------------
+
+    def pump(self, link: ReplicaLink) -> None:
+        """Send `link` the journal from its position up to the last commit, while its
+        socket takes it."""
+        journal = self.server.keyspace.journal
+        transport = link.client.transport
+        while not link.paused and link.sent < journal.position:
+            if transport is None or transport.is_closing():
+                return
+            first, frames = journal.tail
+            if link.sent == first and first + journal.tail_records == journal.position:
+                count = journal.tail_records
+            else:
+                count, frames = journal.log.read_frames(link.sent, CHUNK_BYTES)  # type: ignore[assignment]
+                if not count:
+                    return
+            transport.writelines(wire.journal_frames(link.sent, frames))
+            link.sent += count
+
+    def pump_all(self) -> None:
+        for link in self.links.values():
+            self.pump(link)
+
+    def resumed(self, link: ReplicaLink) -> None:
+        link.paused = False
+        self.pump(link)
+
+    def ping(self) -> None:
+        """Tell every replica the position and epoch (what a replica reports as the
+        leader's offset, and how it knows the link lives while nothing commits)."""
+        journal = self.server.keyspace.journal
+        message = wire.ping(journal.position, journal.epoch)
+        for link in self.links.values():
+            transport = link.client.transport
+            if transport is not None and not transport.is_closing() and not link.paused:
+                transport.write(message)
+
+    # -- acknowledgements -----------------------------------------------------------------
+
+    def acked(self, link: ReplicaLink, position: int, fsynced: int) -> None:
+        link.last_ack_s = time.monotonic()
+        link.acked = max(link.acked, min(position, link.sent))
+        link.fsynced = max(link.fsynced, min(fsynced, link.acked))
+        self.server.barrier.release(self.quorum_position())
+        self.server.replication.acks_changed()
+
+    def quorum_position(self) -> int:
+        """The position durable here and on `min-replicas-to-ack` replicas."""
+        journal = self.server.keyspace.journal
+        need = self.quorum
+        if need == 0:
+            return journal.position
+        acked = sorted((link.acked for link in self.links.values()), reverse=True)
+        return min(acked[need - 1], journal.position) if len(acked) >= need else 0
+
+    def released_at_commit(self, position: int) -> bool:
+        return self.quorum_position() >= position
+
+    def count_acked(self, position: int, fsynced: bool = False) -> int:
+        """Replicas that hold `position` durably (with `fsynced`: fsynced it)."""
+        if fsynced:
+            return sum(1 for link in self.links.values() if link.fsynced >= position)
+        return sum(1 for link in self.links.values() if link.acked >= position)
+
+    def good_replicas(self) -> int:
+        """Replicas that count for min-replicas-to-ack: their last ack at most
+        `min-replicas-max-lag` seconds old (0: any connected replica)."""
+        lag = int(self.server.config["min-replicas-max-lag"])  # type: ignore[call-overload]
+        if not lag:
+            return len(self.links)
+        now = time.monotonic()
+        return sum(1 for link in self.links.values() if now - link.last_ack_s <= lag)
+
+    def expire_held(self) -> None:
+        """Replies held longer than `min-replicas-timeout` answer NOREPL."""
+        timeout_ms = int(self.server.config["min-replicas-timeout"])  # type: ignore[call-overload]
+        refused = self.server.barrier.refuse_held(time.monotonic() - timeout_ms / 1000, NOREPL)
+        if refused:
+            logger.warning(
+                "event=norepl replies=%d quorum=%d acked_position=%d position=%d",
+                refused, self.quorum, self.quorum_position(), self.server.keyspace.journal.position,
+            )

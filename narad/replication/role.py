@@ -1,0 +1,186 @@
+"""The node's role: leader, or replica of a leader, and the moves between them.
+
+- A leader serves writes; its replicas follow its journal (narad/replication/
+  leader.py). With `min-replicas-to-ack N`, writes are refused up front with
+  NOREPLICAS while fewer than N replicas are connected and acknowledging, and a
+  reply waits for N replicas to hold its commit durably.
+- A replica follows one leader (narad/replication/follower.py), serves reads and
+  refuses every write with READONLY; it runs none of the server's own writes
+  (Keyspace.leads is False): those are the leader's, and come with its commits.
+- REPLICAOF host port on a leader steps it down: its replicas' links close, replies
+  still waiting for their quorum are never sent (their connections close: not
+  acknowledged), and every other client connection closes, so that clients find the
+  new leader.
+- REPLICAOF NO ONE promotes: the node begins an epoch higher than any it has seen
+  (its first commit says so), and its own writes (queue timers, retention, fan-out)
+  start from the replicated state.
+- The role outlives a restart: a replica records its leader in `<dir>/replicaof`
+  (crash-safe) and follows it again when it starts, unless `replicaof` in the config
+  names another; only REPLICAOF NO ONE makes it a leader again. So a replica that
+  restarts never writes commits of its own into its leader's epoch.
+
+Owned by the event loop thread.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import logging
+import time
+from pathlib import Path
+from typing import TYPE_CHECKING
+
+from narad.config.kinds import BadValue, ReplicaOfKind, replica_of
+from narad.errors import CommandError
+from narad.log import checkpoint
+from narad.replication.follower import Follower
+from narad.replication.leader import Leader
+
+if TYPE_CHECKING:
+    from narad.client import Client
+    from narad.server import Server
+
+logger = logging.getLogger("narad.replication")
+
+READONLY = CommandError("You can't write against a read only replica.", "READONLY")
+NOREPLICAS = CommandError("Not enough good replicas to write.", "NOREPLICAS")
+# What WAIT and WAITAOF block on: signaled when replicas ack and when the journal
+# is fsynced (narad/commands/replication.py).
+ACKS_KEY = (-1, b"replica acks")
+TICK_S = 0.1
+ROLE_FILE = "replicaof"  # in the data dir: the leader this node follows
+
+
+class Replication:
+    def __init__(self, server: Server) -> None:
+        self.server = server
+        self.leader = Leader(server)
+        self.follower: Follower | None = None
+        self._tick_handle: asyncio.TimerHandle | None = None
+        self._last_ping_s = 0.0
+
+    @property
+    def is_replica(self) -> bool:
+        return self.follower is not None
+
+    def start(self) -> None:
+        """Take the role the config says (the keyspace is open, the server listens)."""
+        server = self.server
+        server.barrier.released_at_commit = self.leader.released_at_commit
+        server.config.on_change("min-replicas-to-ack", self._quorum_changed)
+        target = replica_of(server.config["replicaof"]) or self._remembered()
+        if target is not None:
+            self._follow(*target)
+        self.update_refusal()
+        self._tick_handle = asyncio.get_running_loop().call_later(TICK_S, self._tick)
+
+    def stop(self) -> None:
+        if self._tick_handle is not None:
+            self._tick_handle.cancel()
+        if self.follower is not None:
+            self.follower.stop()
+        self.leader.drop_all()
+
+    # -- REPLICAOF ------------------------------------------------------------------------
+
+    def replicaof(self, host: str, port: int, caller: Client | None) -> str:
+        """Follow the leader at host:port; the reply's text."""
+        follower = self.follower
+        if follower is not None and follower.host.lower() == host.lower() and follower.port == port:
+            return "OK Already connected to specified master"
+        if follower is not None:
+            follower.stop()
+        else:
+            self._step_down(caller)
+        self._follow(host, port)
+        return "OK"
+
+    @property
+    def _role_file(self) -> Path:
+        return self.server.keyspace.root / ROLE_FILE
+
+    def _remembered(self) -> tuple[str, int] | None:
+        """The leader this data dir followed when its server stopped, if any."""
+        lines = checkpoint.read(self._role_file)
+        if not lines:
+            return None
+        try:
+            return replica_of(ReplicaOfKind().parse(lines[0].split(), ""))
+        except BadValue:
+            return None
+
+    def _follow(self, host: str, port: int) -> None:
+        self.server.keyspace.leads = False
+        checkpoint.write(self._role_file, [f"{host} {port}"])
+        self.server.config.put("replicaof", f"{host} {port}")
+        self.follower = Follower(self.server, host, port)
+        self.follower.start()
+        self.update_refusal()
+        logger.warning("event=following leader=%s:%d", host, port)
+
+    def no_one(self) -> None:
+        """Stop following and lead, in an epoch above every one seen."""
+        follower, self.follower = self.follower, None
+        if follower is None:
+            return
+        follower.stop()
+        server = self.server
+        server.config.put("replicaof", "no one")
+        journal = server.keyspace.journal
+        epoch = max(journal.epoch, follower.leader_epoch) + 1
+        journal.begin_epoch(epoch)
+        with contextlib.suppress(FileNotFoundError):
+            self._role_file.unlink()
+        server.keyspace.leads = True
+        server.queues.opened()
+        server.barrier.schedule()  # the epoch's first commit
+        self.update_refusal()
+        logger.warning("event=promoted epoch=%d position=%d", epoch, journal.position)
+
+    def _step_down(self, caller: Client | None) -> None:
+        """This leader stops leading: nothing more is acknowledged as its own."""
+        server = self.server
+        self.leader.drop_all()
+        closed = server.barrier.drop_held()
+        for client in list(server.clients.values()):
+            if client is not caller:
+                client.close()
+        logger.warning("event=stepped_down clients_closed=%d held_replies_dropped=%d",
+                       len(server.clients) - (caller is not None), closed)
+
+    # -- what writes meet ---------------------------------------------------------------
+
+    def update_refusal(self) -> None:
+        """What the dispatcher answers a write with, before running it, if anything."""
+        dispatch = self.server.dispatch
+        quorum = self.leader.quorum
+        if self.follower is not None:
+            dispatch.refusal = READONLY
+        elif quorum and self.leader.good_replicas() < quorum:
+            dispatch.refusal = NOREPLICAS
+        else:
+            dispatch.refusal = None
+
+    def _quorum_changed(self, value: object) -> None:
+        self.server.barrier.release(self.leader.quorum_position())
+        self.update_refusal()
+
+    def acks_changed(self) -> None:
+        if ACKS_KEY in self.server.waiters:
+            self.server.signal_key(*ACKS_KEY)
+
+    def _tick(self) -> None:
+        """Every TICK_S: held replies past their timeout, pings, WAIT and WAITAOF."""
+        self._tick_handle = asyncio.get_running_loop().call_later(TICK_S, self._tick)
+        leader = self.leader
+        if self.follower is None:
+            if leader.quorum:
+                leader.expire_held()
+            now = time.monotonic()
+            period = int(self.server.config["repl-ping-replica-period"])  # type: ignore[call-overload]
+            if leader.links and now - self._last_ping_s >= period:
+                self._last_ping_s = now
+                leader.ping()
+            self.update_refusal()
+        self.acks_changed()
