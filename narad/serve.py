@@ -11,6 +11,7 @@ import contextlib
 import logging
 import os
 import sys
+import textwrap
 from collections.abc import Callable, Sequence
 from typing import TYPE_CHECKING
 
@@ -38,6 +39,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     setting of several arguments takes every word after its flag, so the config file
     goes before the flags."""
     parser.usage = "%(prog)s [-h] [FILE] [--config FILE] [--<setting> ARG ...]"
+    parser.formatter_class = _HelpFormatter
     parser.add_argument(
         "config_file", nargs="?", metavar="FILE", help="a narad.conf (redis.conf syntax)"
     )
@@ -61,7 +63,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
             dest="overrides",
             nargs="+" if setting.kind.multi_arg else None,
             metavar=_metavar(setting),
-            help=f"{setting.doc} (default: {_default_text(setting)})".replace("%", "%%"),
+            help=f"{setting.doc} (default: {default_text(setting)})".replace("%", "%%"),
         )
 
 
@@ -80,11 +82,18 @@ def _metavar(setting: Setting) -> str:
     return setting.name.upper()
 
 
-def _default_text(setting: Setting) -> str:
-    """The default as flag arguments would give it."""
+def default_text(setting: Setting) -> str:
+    """The default as --help shows it: the flag's arguments, quoted as in a config file."""
     if isinstance(setting.kind, StringKind):
         return bare_or_quoted(str(setting.default))
     return " ".join(setting.kind.write(setting.default))
+
+
+class _HelpFormatter(argparse.HelpFormatter):
+    """Wraps help text between words only, so that names like soft-seconds stay whole."""
+
+    def _split_lines(self, text: str, width: int) -> list[str]:
+        return textwrap.wrap(" ".join(text.split()), width, break_on_hyphens=False)
 
 
 class _Override(argparse.Action):
