@@ -517,7 +517,10 @@ def _add_server(subparsers: Subparsers) -> None:
     parser = subparsers.add_parser(
         "server",
         help="run the server (embedded defaults: port 6379, data in ./narad-data)",
-        description="Run the Narad server. Flags override the config file's settings.",
+        description="Run the Narad server. Every setting is also a flag, --name value"
+        " (several words for a setting of several arguments, e.g. --bind 127.0.0.1 ::1),"
+        " read as a config file line is; flags override the config file's settings. Give"
+        " the config file first.",
     )
     serve.add_arguments(parser)
     parser.set_defaults(run=serve.run)

@@ -11,34 +11,19 @@ import contextlib
 import logging
 import os
 import sys
+import textwrap
 from collections.abc import Callable, Sequence
 from typing import TYPE_CHECKING
+
+from narad.config.kinds import BoolKind, EnumKind, IntKind, MemoryKind, StringKind
+from narad.config.lexer import bare_or_quoted
+from narad.config.settings import SETTINGS, Setting
 
 if TYPE_CHECKING:
     import asyncio
 
     from narad.config import Config
 
-# Command-line flags that map one-to-one to settings of the same name.
-FLAGS = (
-    "port",
-    "bind",
-    "dir",
-    "fsync",
-    "requirepass",
-    "maxclients",
-    "databases",
-    "loglevel",
-    "logfile",
-    "protected-mode",
-    "segment-bytes",
-    "retention-ms",
-    "retention-bytes",
-    "checkpoint-bytes",
-    "checkpoint-seconds",
-    "enable-debug-command",
-    "shutdown-timeout",
-)
 LOG_LEVELS = {
     "debug": logging.DEBUG,
     "verbose": logging.INFO,
@@ -49,21 +34,88 @@ LOG_LEVELS = {
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
-    parser.add_argument("config_file", nargs="?", help="a narad.conf (redis.conf syntax)")
+    """The config file, and one `--name` flag per setting of the table (its aliases
+    too), grouped by section: a setting added to the table is a flag at once. A
+    setting of several arguments takes every word after its flag, so the config file
+    goes before the flags."""
+    parser.usage = "%(prog)s [-h] [FILE] [--config FILE] [--<setting> ARG ...]"
+    parser.formatter_class = _HelpFormatter
     parser.add_argument(
-        "--config", dest="config_flag", help="a narad.conf (same as the positional)"
+        "config_file", nargs="?", metavar="FILE", help="a narad.conf (redis.conf syntax)"
     )
-    for flag in FLAGS:
-        parser.add_argument(f"--{flag}", dest=flag.replace("-", "_"), metavar=flag.upper())
+    parser.add_argument(
+        "--config",
+        dest="config_flag",
+        metavar="FILE",
+        help="a narad.conf (same as the positional)",
+    )
+    parser.set_defaults(overrides=[])
+    groups: dict[str, argparse._ArgumentGroup] = {}
+    for setting in SETTINGS:
+        group = groups.get(setting.section)
+        if group is None:
+            group = groups[setting.section] = parser.add_argument_group(
+                f"{setting.section} settings"
+            )
+        group.add_argument(
+            *(f"--{name}" for name in setting.names()),
+            action=_Override,
+            dest="overrides",
+            nargs="+" if setting.kind.multi_arg else None,
+            metavar=_metavar(setting),
+            help=f"{setting.doc} (default: {default_text(setting)})".replace("%", "%%"),
+        )
 
 
-def overrides(args: argparse.Namespace) -> list[tuple[str, str]]:
-    pairs = []
-    for flag in FLAGS:
-        value = getattr(args, flag.replace("-", "_"))
-        if value is not None:
-            pairs.append((flag, str(value)))
-    return pairs
+def _metavar(setting: Setting) -> str:
+    kind = setting.kind
+    if kind.multi_arg:
+        return "ARG"
+    if isinstance(kind, BoolKind):
+        return "yes|no"
+    if isinstance(kind, EnumKind):
+        return "|".join(kind.choices)
+    if isinstance(kind, MemoryKind):
+        return "SIZE"
+    if isinstance(kind, IntKind):
+        return "N"
+    return setting.name.upper()
+
+
+def default_text(setting: Setting) -> str:
+    """The default as --help shows it: the flag's arguments, quoted as in a config file."""
+    if isinstance(setting.kind, StringKind):
+        return bare_or_quoted(str(setting.default))
+    return " ".join(setting.kind.write(setting.default))
+
+
+class _HelpFormatter(argparse.HelpFormatter):
+    """Wraps help text between words only, so that names like soft-seconds stay whole."""
+
+    def _split_lines(self, text: str, width: int) -> list[str]:
+        return textwrap.wrap(" ".join(text.split()), width, break_on_hyphens=False)
+
+
+class _Override(argparse.Action):
+    """Keeps each setting flag, as typed, with its words, in command-line order:
+    Config.load reads them as lines appended to the config file."""
+
+    def __call__(
+        self,
+        parser: argparse.ArgumentParser,
+        namespace: argparse.Namespace,
+        values: str | Sequence[object] | None,
+        option_string: str | None = None,
+    ) -> None:
+        words = [values] if isinstance(values, str) else [str(v) for v in values or ()]
+        flag = option_string or self.option_strings[0]
+        # A new list each time: the default list is shared by every parse.
+        setattr(namespace, self.dest, [*getattr(namespace, self.dest), (flag, words)])
+
+
+def overrides(args: argparse.Namespace) -> list[tuple[str, list[str]]]:
+    """The setting flags given, as typed, with their words, in command-line order."""
+    return list(args.overrides)
 
 
 # The open files limit asked for when the hard limit is unlimited.

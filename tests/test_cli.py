@@ -10,8 +10,12 @@ import sys
 from pathlib import Path
 
 import pytest
+import redis
 
-from narad import cli
+from narad import cli, serve
+from narad.config import Config
+from narad.config.lexer import split_args
+from narad.config.settings import SETTINGS
 from narad.log import format
 from narad.log.check import find_logs
 from narad.log.format import FLAG_ENTRY, Record, encode_fields
@@ -185,6 +189,129 @@ def test_server_refuses_a_data_dir_under_repair(tmp_path: Path) -> None:
         assert f"{data} is in use by process {os.getpid()}" in run.stderr
     finally:
         os.close(lock)
+
+
+# -- narad server's flags -----------------------------------------------------------
+
+
+def test_server_takes_settings_as_flags_over_the_config_file(tmp_path: Path) -> None:
+    conf = tmp_path / "narad.conf"
+    conf.write_text("timeout 5\nsegment-bytes 4mb\nsave 60 100\nmaxclients 50\n")
+    server = NaradProcess(
+        tmp_path / "n",
+        [
+            str(conf),  # the file first: a flag of several words takes all after it
+            "--segment-bytes", "1mb",
+            "--bind", "127.0.0.1",
+            "--appendfsync", "everysec",
+            "--timeout", "7",
+            "--slowlog-log-slower-than", "-1",
+            "--save", "900", "1",
+            "--save", "300 10",
+            "--client-output-buffer-limit", "pubsub", "1mb", "512kb", "5",
+            "--latency-tracking-info-percentiles", "50 99.5",
+            "--protected-mode", "no",
+        ],
+    ).start()
+    try:
+        client = server.client(decode_responses=True)
+        got = client.config_get("*")
+        assert got["port"] == str(server.port)
+        assert got["dir"] == str(tmp_path / "n" / "data")
+        assert got["segment-bytes"] == str(1 << 20)  # the flag over the file
+        assert got["bind"] == "127.0.0.1"
+        assert got["fsync"] == got["appendfsync"] == "everysec"
+        assert got["timeout"] == "7"
+        assert got["slowlog-log-slower-than"] == "-1"
+        assert got["save"] == "900 1 300 10"  # replaced the file's, then added to
+        assert got["client-output-buffer-limit"] == (
+            f"normal {1 << 30} 0 0 slave {256 << 20} {64 << 20} 60 pubsub {1 << 20} {512 << 10} 5"
+        )
+        assert got["latency-tracking-info-percentiles"] == "50 99.5"
+        assert got["protected-mode"] == "no"
+        assert got["maxclients"] == "50"  # from the file, no flag
+    finally:
+        assert server.stop() == 0
+
+
+@pytest.mark.parametrize(
+    "words", [["127.0.0.1", "127.0.0.2"], ["127.0.0.1 127.0.0.2"]], ids=["words", "one-word"]
+)
+def test_server_bind_flag_takes_several_addresses(tmp_path: Path, words: list[str]) -> None:
+    server = NaradProcess(tmp_path / "n", ["--bind", *words]).start()
+    try:
+        client = server.client(decode_responses=True)
+        assert client.config_get("bind") == {"bind": "127.0.0.1 127.0.0.2"}
+        other = redis.Redis(host="127.0.0.2", port=server.port)
+        assert other.ping()  # listening on the second address too
+        other.close()
+    finally:
+        assert server.stop() == 0
+
+
+def test_server_help_lists_every_setting() -> None:
+    run = narad("server", "--help")
+    assert run.returncode == 0, run.stderr
+    text = " ".join(run.stdout.split())  # argparse wraps the lines
+    for setting in SETTINGS:
+        for name in setting.names():
+            assert re.search(rf"--{re.escape(name)}\b", text), name
+        assert " ".join(setting.doc.split()) in text, setting.name
+        assert f"{setting.section} settings:" in text
+    assert "--port N TCP port to listen on. (default: 6379)" in text
+    assert "--fsync everysec|always|no, --appendfsync everysec|always|no" in text
+    assert "--bind ARG [ARG ...] Addresses to listen on, separated by spaces." in text
+    assert "spaces. (default: 127.0.0.1)" in text
+    assert "(default: normal 1gb 0 0 replica 256mb 64mb 60 pubsub 32mb 8mb 60)" in text
+    assert '(default: "")' in text  # requirepass
+    assert "(default: ./narad-data)" in text
+
+
+def test_every_setting_name_is_a_flag_that_loads_its_default_as_shown() -> None:
+    """Each name and alias of the table, given the default --help shows (split into
+    words as a shell would split it), loads to the default."""
+    parser = cli.build_parser()
+    for setting in SETTINGS:
+        words = split_args(serve.default_text(setting))
+        assert words is not None
+        for name in setting.names():
+            args = parser.parse_args(["server", f"--{name}", *words])
+            assert serve.overrides(args) == [(f"--{name}", words)]
+            config = Config.load(None, serve.overrides(args))
+            assert config[setting.name] == setting.default, name
+
+
+@pytest.mark.parametrize(
+    ("flag", "line", "reason"),
+    [
+        (["--port", "x"], "port x", "argument couldn't be parsed into an integer"),
+        (["--appendfsync", "sometimes"], "appendfsync sometimes",
+         "argument(s) must be one of the following: everysec, always, no"),
+        (["--daemonize", "yes"], "daemonize yes",
+         "argument must be 'no' (Narad does not daemonize)"),
+        (["--save", "900"], "save 900", "Invalid save parameters"),
+        (["--client-output-buffer-limit", "normal", "1mb", "0"],
+         "client-output-buffer-limit normal 1mb 0",
+         "Wrong number of arguments in buffer limit configuration."),
+        (["--bind", 'a "b'], 'bind "a \\"b"', "Unbalanced quotes in configuration line"),
+    ],
+)
+def test_server_refuses_a_bad_flag_as_a_config_file_line(
+    tmp_path: Path, flag: list[str], line: str, reason: str
+) -> None:
+    run = narad("server", "--port", "0", "--dir", tmp_path / "data", *flag)
+    assert run.returncode == 1
+    assert run.stderr == (
+        f"narad: Reading the command line, at option {flag[0]}\n>>> '{line}'\n{reason}\n"
+    )
+    assert not (tmp_path / "data").exists()
+    conf = tmp_path / "narad.conf"
+    conf.write_text(line + "\n")  # the same line in a config file: the same reason
+    from_file = narad("server", conf, "--port", "0", "--dir", tmp_path / "data")
+    assert from_file.returncode == 1
+    assert from_file.stderr == (
+        f"narad: Reading the configuration file {conf}, at line 1\n>>> '{line}'\n{reason}\n"
+    )
 
 
 @pytest.mark.parametrize(

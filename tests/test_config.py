@@ -422,6 +422,28 @@ def test_override_errors() -> None:
         Config.load(None, [("--maxmemory", "1gb")])
 
 
+def test_overrides_of_several_words_read_as_file_lines() -> None:
+    config = Config.load(
+        None,
+        [
+            ("--bind", ["127.0.0.1", "::1"]),
+            ("--save", ["900", "1"]),
+            ("--save", ["300 10"]),  # a later one adds, as a later line of a file does
+            ("--client-output-buffer-limit", ["pubsub", "1mb", "1mb", "5"]),
+            ("--requirepass", ["a b"]),
+        ],
+    )
+    assert config["bind"] == "127.0.0.1 ::1"
+    assert config["save"] == "900 1 300 10"
+    assert config.show("client-output-buffer-limit").endswith(" pubsub 1048576 1048576 5")
+    assert config["requirepass"] == "a b"
+    with pytest.raises(ConfigError) as info:
+        Config.load(None, [("--port", ["1", "2"])])
+    assert str(info.value) == (
+        "Reading the command line, at option --port\n>>> 'port 1 2'\nwrong number of arguments"
+    )
+
+
 # -- CONFIG GET -------------------------------------------------------------------------
 
 

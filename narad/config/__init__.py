@@ -38,6 +38,9 @@ from narad.config.lexer import bare_or_quoted, split_args
 from narad.config.rewrite import read_lines, replace_file, rewritten
 from narad.config.settings import SETTINGS, Setting, lookup
 
+# A command-line flag's name and its arguments: one string, or the words after the flag.
+Override = tuple[str, str | Sequence[str]]
+
 
 class ConfigError(Exception):
     """A configuration refused: a bad config file line, CONFIG SET, or CONFIG REWRITE.
@@ -91,11 +94,15 @@ class Config:
 
     @classmethod
     def load(
-        cls, path: str | Path | None = None, overrides: Sequence[tuple[str, str]] = ()
+        cls, path: str | Path | None = None, overrides: Sequence[Override] = ()
     ) -> Config:
         """Defaults, then the file at `path` (redis.conf syntax), then `overrides`:
-        (name, value) pairs from command-line flags (a leading "--" is allowed), each
-        value one argument, replacing what the file set.
+        (name, arguments) pairs from command-line flags, in command-line order (a
+        leading "--" is allowed). The arguments are one string, or a list of them as
+        the words after a flag; either way they are read as a config-file line's
+        arguments are, so the overrides act as lines appended to the file: the first
+        of a setting replaces what the file set, and later ones of an accumulating
+        setting (`save`) add to it.
 
         Raises ConfigError naming the file and line (or the flag) for an unknown
         name, a wrong number of arguments, a bad value, bad quoting or `include`.
@@ -103,8 +110,9 @@ class Config:
         config = cls(Path(path).absolute() if path is not None else None)
         if path is not None:
             config._load_file(str(path))
+        seen: set[str] = set()
         for name, value in overrides:
-            config._load_override(name, value)
+            config._load_override(name, [value] if isinstance(value, str) else value, seen)
         return config
 
     def _load_file(self, shown: str) -> None:
@@ -136,7 +144,14 @@ class Config:
             if args[0].lower() == "include":
                 raise where.error("include is not supported: keep all settings in one file")
             raise where.error("Bad directive or wrong number of arguments")
-        values = self._file_arguments(setting, args[1:], where)
+        self._load_arguments(setting, args[1:], where, seen)
+
+    def _load_arguments(
+        self, setting: Setting, args: list[str], where: _Where, seen: set[str]
+    ) -> None:
+        """Set `setting` from the arguments of one line (or flag); `seen` holds the
+        settings earlier lines of the same source set."""
+        values = self._file_arguments(setting, args, where)
         value = self._parse(setting, values, where)
         if setting.kind.accumulates and setting.name in seen and value:
             value = f"{self._values[setting.name]} {value}".strip()
@@ -164,17 +179,15 @@ class Config:
         except BadValue as exc:
             raise where.error(str(exc)) from None
 
-    def _load_override(self, name: str, value: str) -> None:
+    def _load_override(self, name: str, args: Sequence[str], seen: set[str]) -> None:
         flag = name if name.startswith("--") else f"--{name}"
         bare = flag[2:]
-        where = _Where(
-            f"Reading the command line, at option {flag}", f"{bare} {bare_or_quoted(value)}"
-        )
+        line = " ".join([bare, *(bare_or_quoted(arg) for arg in args)])
+        where = _Where(f"Reading the command line, at option {flag}", line)
         setting = lookup(bare)
         if setting is None:
             raise where.error("Bad directive or wrong number of arguments")
-        values = self._file_arguments(setting, [value], where)
-        self._values[setting.name] = self._parse(setting, values, where)
+        self._load_arguments(setting, list(args), where, seen)
 
     # -- reading ------------------------------------------------------------------------
 
