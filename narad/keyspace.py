@@ -195,6 +195,7 @@ class Keyspace:
                 self._compact_meta()
                 journal.commit()
         self.checkpointer = Checkpointer(journal, at)
+        self.checkpointer.backlog_bytes = int(self.config["repl-backlog-size"])  # type: ignore[call-overload]
         # The checkpoint below fsyncs what the commits since the last one gave the
         # logs (replayed now, or written behind before the crash) and their start
         # moves; every other log is as the last checkpoint found it, durable.

@@ -895,8 +895,10 @@ def test_a_value_that_cannot_be_applied_undoes_the_whole_set() -> None:
 READ_WHERE_USED = {
     "protected-mode", "requirepass", "maxclients", "timeout", "tcp-keepalive", "shutdown-timeout",
     "slowlog-max-len", "latency-tracking-info-percentiles",
-    "appendonly", "save", "stream-node-max-bytes", "min-replicas-to-ack", "replica-read-only",
-    "checkpoint-bytes", "checkpoint-seconds",
+    "appendonly", "save", "stream-node-max-bytes", "replica-read-only",
+    "checkpoint-bytes", "checkpoint-seconds", "masterauth", "masteruser",
+    "replica-announce-ip", "replica-announce-port", "replica-priority", "min-replicas-timeout",
+    "min-replicas-max-lag", "repl-timeout", "repl-ping-replica-period",
 }
 
 

@@ -49,7 +49,10 @@ def slaveof(client: Client, args: list[bytes]) -> Any:
     return _replicaof(client, args)
 
 
-@command("role", 1, "noscript loading stale fast", group="server", since="2.8.12")
+@command(
+    "role", 1, "noscript loading stale fast", group="server", since="2.8.12",
+    categories="@admin @dangerous",
+)
 def role(client: Client, args: list[bytes]) -> Any:
     """Returns the replication role."""
     server = client.server
@@ -129,6 +132,7 @@ def psync(client: Client, args: list[bytes]) -> Any:
             f"node's is {journal.history[:12]}...): it cannot follow this node"
         )
     if epoch > journal.epoch:
+        replication.fence(epoch)
         raise CommandError(
             f"the replica has seen leader epoch {epoch}, above this node's {journal.epoch}"
         )

@@ -11,9 +11,11 @@ and the ends are read; then a thread fsyncs every log the commits since the last
 checkpoint touched, and the journal up to P, writes the start checkpoints of the start
 moves those commits carried, and writes the checkpoint file (atomically: old or new
 after a crash, never a mix). Back on the loop, the segments below the moved starts and
-the journal before P are deleted. Meanwhile the loop goes on committing: the thread
-only fsyncs, which Log allows from another thread. A failure leaves the previous
-checkpoint in force and the logs it did not cover are tried again next time.
+the journal segments before the one holding P are deleted, but for the newest
+`backlog_bytes` of the journal (repl-backlog-size), kept for replicas. Meanwhile the
+loop goes on committing: the thread only fsyncs, which Log allows from another
+thread. A failure leaves the previous checkpoint in force and the logs it did not
+cover are tried again next time.
 """
 
 from __future__ import annotations
@@ -104,6 +106,9 @@ class Checkpointer:
         self._time_at = time.monotonic()
         self._thread: threading.Thread | None = None
         self._work: _Work | None = None  # the checkpoint the thread is making
+        # Journal bytes kept behind the end beyond what recovery needs: the backlog
+        # replicas catch up from (repl-backlog-size).
+        self.backlog_bytes = 0
 
     @property
     def running(self) -> bool:
@@ -123,9 +128,12 @@ class Checkpointer:
         journal = self.journal
         assert not journal.pending, "a checkpoint is taken between commits"
         journal.write_behind()
+        logs = list(journal.touched)
+        for log in logs:  # recovery's records too: only what is in the file is fsynced
+            if log.unwritten_bytes and not log.closed:
+                log.write()
         ends = {key: log.journaled_end for key, log in journal.logs.items()}
         taken = Checkpoint(journal.position, ends)
-        logs = list(journal.touched)
         journal.touched = {}
         journal.starts_waiting = False
         starts = [(log, log.start_offset) for log in logs if log.start_offset > log.durable_start]
@@ -182,12 +190,24 @@ class Checkpointer:
         # later checkpoint lies in a later segment.
         journal = self.journal.log
         position = work.taken.position
-        journal.set_start(max(s.base_offset for s in journal.segments if s.base_offset <= position))
+        keep = max(s.base_offset for s in journal.segments if s.base_offset <= position)
+        journal.set_start(min(keep, self._backlog_start()))
         journal.apply_retention(start_only=True)
         logger.debug(
             "checkpoint at journal position %d: %d logs fsynced in %.3f s",
             work.taken.position, len(work.logs), self.stats.last_s,
         )
+
+    def _backlog_start(self) -> int:
+        """The first segment to keep so that at least `backlog_bytes` of the journal's
+        newest commits stay for replicas (narad/replication/leader.py sends them)."""
+        segments = self.journal.log.segments
+        kept = 0
+        for seg in reversed(segments):
+            kept += seg.size
+            if kept >= self.backlog_bytes:
+                return seg.base_offset
+        return segments[0].base_offset
 
     def begin(self, loop: asyncio.AbstractEventLoop) -> None:
         """Start a checkpoint; its fsyncs run on a thread (see the module doc)."""

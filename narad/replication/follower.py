@@ -40,6 +40,14 @@ logger = logging.getLogger("narad.replication")
 RETRY_S = 1.0
 ACK_INTERVAL_S = 1.0
 RECEIVE_BYTES = 1 << 20
+LINK_LOST = (OSError, anyio.BrokenResourceError, anyio.EndOfStream, TimeoutError)
+
+
+def _first(exc: BaseException) -> BaseException:
+    """The error that ended a session (a task group raises its tasks' as a group)."""
+    while isinstance(exc, BaseExceptionGroup) and exc.exceptions:
+        exc = exc.exceptions[0]
+    return exc
 
 
 class LinkError(Exception):
@@ -78,13 +86,18 @@ class Follower:
         while True:
             try:
                 await self._session()
-            except (OSError, anyio.BrokenResourceError, anyio.EndOfStream, TimeoutError) as exc:
-                self._broken(f"link lost: {type(exc).__name__}: {exc}")
-            except (LinkError, Diverged) as exc:
-                self._broken(str(exc), logging.ERROR)
-            except LogFailed as exc:
-                self.server.commit_failed(f"following the leader: {exc}", 0)
-                return
+            except Exception as raised:  # one session's end: the link is tried again
+                exc = _first(raised)
+                if isinstance(exc, LogFailed):
+                    self.server.commit_failed(f"following the leader: {exc}", 0)
+                    return
+                if isinstance(exc, (LinkError, Diverged)):
+                    self._broken(str(exc), logging.ERROR)
+                elif isinstance(exc, LINK_LOST):
+                    self._broken(f"link lost: {type(exc).__name__}: {exc}")
+                else:
+                    logger.error("event=replication_link_failed", exc_info=exc)
+                    self._broken(f"{type(exc).__name__}: {exc}", logging.ERROR)
             self.state = "connect"
             self._parts = []
             await anyio.sleep(RETRY_S)

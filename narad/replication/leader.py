@@ -111,6 +111,15 @@ class Leader:
             if link.sent == first and first + journal.tail_records == journal.position:
                 count = journal.tail_records
             else:
+                if link.sent < journal.log.start_offset:
+                    # Gone since the link began (a checkpoint past the backlog): the
+                    # replica asks again and learns it needs a full copy.
+                    logger.warning(
+                        "event=replica_behind_backlog replica=%s position=%d journal_start=%d",
+                        link.name, link.sent, journal.log.start_offset,
+                    )
+                    link.client.close()
+                    return
                 count, frames = journal.log.read_frames(link.sent, CHUNK_BYTES)  # type: ignore[assignment]
                 if not count:
                     return
@@ -147,7 +156,7 @@ class Leader:
     def quorum_position(self) -> int:
         """The position durable here and on `min-replicas-to-ack` replicas."""
         journal = self.server.keyspace.journal
-        need = self.quorum
+        need = self.quorum if self.server.keyspace.leads else 0  # a replica waits on none
         if need == 0:
             return journal.position
         acked = sorted((link.acked for link in self.links.values()), reverse=True)

@@ -59,6 +59,12 @@ class Replication:
         self.follower: Follower | None = None
         self._tick_handle: asyncio.TimerHandle | None = None
         self._last_ping_s = 0.0
+        # The highest leader epoch a replica's handshake showed above this node's own:
+        # a newer leader exists, so this one acknowledges nothing (fenced) until
+        # REPLICAOF tells it what to do.
+        self.fenced_by = 0
+        server.config.on_change("min-replicas-to-ack", self._quorum_changed)
+        server.config.on_change("repl-backlog-size", self._backlog_changed)
 
     @property
     def is_replica(self) -> bool:
@@ -68,7 +74,6 @@ class Replication:
         """Take the role the config says (the keyspace is open, the server listens)."""
         server = self.server
         server.barrier.released_at_commit = self.leader.released_at_commit
-        server.config.on_change("min-replicas-to-ack", self._quorum_changed)
         target = replica_of(server.config["replicaof"]) or self._remembered()
         if target is not None:
             self._follow(*target)
@@ -110,7 +115,22 @@ class Replication:
         except BadValue:
             return None
 
+    def fence(self, epoch: int) -> None:
+        """A replica has seen leader epoch `epoch`, above this leader's: step down at
+        once (writes answer READONLY, clients are disconnected to find the new one)."""
+        if self.follower is not None or epoch <= self.fenced_by:
+            return
+        self.fenced_by = epoch
+        logger.error(
+            "event=fenced epoch_seen=%d own_epoch=%d: a newer leader exists; writes are "
+            "refused until REPLICAOF", epoch, self.server.keyspace.journal.epoch,
+        )
+        self.server.keyspace.leads = False
+        self._step_down(None)
+        self.update_refusal()
+
     def _follow(self, host: str, port: int) -> None:
+        self.fenced_by = 0
         self.server.keyspace.leads = False
         checkpoint.write(self._role_file, [f"{host} {port}"])
         self.server.config.put("replicaof", f"{host} {port}")
@@ -122,13 +142,17 @@ class Replication:
     def no_one(self) -> None:
         """Stop following and lead, in an epoch above every one seen."""
         follower, self.follower = self.follower, None
-        if follower is None:
+        if follower is None and not self.fenced_by:
             return
-        follower.stop()
+        seen = self.fenced_by
+        if follower is not None:
+            follower.stop()
+            seen = max(seen, follower.leader_epoch)
+        self.fenced_by = 0
         server = self.server
         server.config.put("replicaof", "no one")
         journal = server.keyspace.journal
-        epoch = max(journal.epoch, follower.leader_epoch) + 1
+        epoch = max(journal.epoch, seen) + 1
         journal.begin_epoch(epoch)
         with contextlib.suppress(FileNotFoundError):
             self._role_file.unlink()
@@ -155,7 +179,7 @@ class Replication:
         """What the dispatcher answers a write with, before running it, if anything."""
         dispatch = self.server.dispatch
         quorum = self.leader.quorum
-        if self.follower is not None:
+        if self.follower is not None or self.fenced_by:
             dispatch.refusal = READONLY
         elif quorum and self.leader.good_replicas() < quorum:
             dispatch.refusal = NOREPLICAS
@@ -165,6 +189,11 @@ class Replication:
     def _quorum_changed(self, value: object) -> None:
         self.server.barrier.release(self.leader.quorum_position())
         self.update_refusal()
+
+    def _backlog_changed(self, value: object) -> None:
+        checkpointer = self.server.keyspace.checkpointer
+        if checkpointer is not None:
+            checkpointer.backlog_bytes = value  # type: ignore[assignment]
 
     def acks_changed(self) -> None:
         if ACKS_KEY in self.server.waiters:

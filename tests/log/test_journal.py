@@ -263,6 +263,18 @@ def test_a_data_dir_from_before_the_journal_is_migrated(tmp_path: Path) -> None:
     store.close()
 
 
+def test_checkpoint_keeps_the_replicas_backlog(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    store = small_journal_segments(tmp_path, monkeypatch, backlog=9000)
+    store.checkpointer.run_now()
+    kept = store.journal.log.segments
+    assert sum(seg.size for seg in kept) >= 9000
+    assert sum(seg.size for seg in kept[1:]) < 9000  # but no whole segment more
+    assert store.journal.log.start_offset == kept[0].base_offset > 0
+    store.close()
+
+
 def test_checkpoint_deletes_the_journal_before_it_and_moves_starts(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:

@@ -4,10 +4,13 @@ divergent commit survives on any node."""
 
 from __future__ import annotations
 
+import socket
+
 import pytest
+import redis
 
 from tests.replication.cluster import assert_same_logs, follow, group, wait_synced
-from tests.servers import NaradProcess
+from tests.servers import NaradProcess, wait_until
 
 
 def _ids(node: NaradProcess, key: str) -> list[bytes]:
@@ -78,3 +81,32 @@ def test_a_replica_ahead_of_the_promoted_one_cuts_its_extra_commits(tmp_path):
         assert ahead.client().xrange("s") == behind.client().xrange("s")
         assert ahead.client().xlen("s") == 21
     assert_same_logs([behind, ahead])
+
+
+def test_a_leader_that_meets_a_higher_epoch_steps_down(tmp_path):
+    with group(tmp_path, 1) as (old, new):
+        old.client().xadd("s", {"a": 1})
+        wait_synced(old, [new])
+        assert new.client().replicaof("NO", "ONE")  # epoch 1, unknown to `old`
+        new.client().xadd("s", {"a": 2})
+        watcher = socket.create_connection((old.host, old.port), timeout=5)
+        watcher.sendall(b"PING\r\n")
+        assert watcher.recv(16) == b"+PONG\r\n"
+        follow(new, old)  # its handshake shows `old` the higher epoch
+        wait_until(lambda: _refuses_writes(old))
+        assert watcher.recv(16) == b""  # the step-down closed every client connection
+        watcher.close()
+        assert old.client().xlen("s") == 1  # reads go on
+        assert new.client().replicaof("NO", "ONE")
+        follow(old, new)
+        wait_synced(new, [old])
+        assert old.client().xlen("s") == 2
+        assert new.client().info("replication")["narad_epoch"] == 2
+
+
+def _refuses_writes(node: NaradProcess) -> bool:
+    try:
+        node.client().xadd("probe", {"x": 1})
+    except redis.ReadOnlyError:
+        return True
+    return False

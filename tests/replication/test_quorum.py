@@ -54,6 +54,13 @@ def test_a_stopped_replica_gets_norepl_then_noreplicas_and_acks_resume_after(tmp
         try:
             with pytest.raises(redis.ResponseError, match="Not acknowledged"):
                 r.xadd("s", {"a": 2})
+            # A read could show that write: it waits and is not acknowledged either.
+            with pytest.raises(redis.ResponseError, match="Not acknowledged"):
+                r.xrange("s")
+            # Replies that tell nothing of the keyspace do not wait.
+            assert r.ping()
+            assert r.execute_command("ROLE")[0] == b"master"
+            assert r.info("replication")["connected_slaves"] == 1
             # Once the replica's last ack is older than min-replicas-max-lag, writes
             # are refused before they run.
             wait_until(lambda: _refused(r), timeout=10)

@@ -249,8 +249,9 @@ REFUSED = [
     ("databases", "4", "can't set immutable config"),
     ("pidfile", "/tmp/x.pid", "can't set immutable config"),
     ("logfile", "x.log", "can't set immutable config"),
-    ("min-replicas-to-ack", "1", "argument must be 0 (replication is not implemented yet)"),
-    ("replica-read-only", "no", "argument must be 'yes' (replication is not implemented yet)"),
+    ("replicaof", "127.0.0.1 6379", "can't set immutable config"),
+    ("replica-read-only", "no", "argument must be 'yes' (a replica's history is its leader's)"),
+    ("min-replicas-to-ack", "1001", "argument must be between 0 and 1000 inclusive"),
 ]
 
 
