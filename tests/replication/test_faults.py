@@ -239,6 +239,7 @@ def test_a_replica_killed_again_and_again_under_load_resumes_and_ends_identical(
                 victim.kill()
                 wait_until(lambda k=kill: load.acked_writes() >= 800 * k + 400, timeout=30)
                 victim.start()  # it follows the leader it remembers, from its own position
+                wait_until(lambda: _link_up(victim), timeout=20)
         assert load.refused == [], load.refused[:3]
         wait_synced(leader, [victim, steady])
 
@@ -256,6 +257,10 @@ def test_a_replica_killed_again_and_again_under_load_resumes_and_ends_identical(
         for node in nodes:
             node.stop()
         assert_same_logs(nodes)
+
+
+def _link_up(replica: NaradProcess) -> bool:
+    return replica.client().info("replication")["master_link_status"] == "up"
 
 
 def test_a_replica_reconnects_after_its_leader_restarts(tmp_path: Path) -> None:

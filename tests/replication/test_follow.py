@@ -37,6 +37,10 @@ def _write_everything(r: redis.Redis, tag: str) -> None:
     popped = r.execute_command("Q.POP", f"q-{tag}", "COUNT", 4)
     r.execute_command("Q.ACK", f"q-{tag}", popped[0][b"receipt"])
     r.execute_command("Q.SCHEMA", "SET", f"q-{tag}", SCHEMA)
+    r.execute_command("Q.CREATE", f"sub-{tag}", "MAXRECEIVES", 3)
+    r.execute_command("Q.SUBSCRIBE", f"sub-{tag}", f"q-{tag}", "FROM", "EARLIEST")
+    r.execute_command("Q.PUSH", f"q-{tag}", json.dumps({"n": 99}))  # copied by fan-out
+    wait_until(lambda: _stats(r, f"sub-{tag}")[b"pushed"] == 11)
     r.xadd(f"tmp-{tag}", {"x": 1})
     r.rename(f"tmp-{tag}", f"renamed-{tag}")
     r.xadd(f"gone-{tag}", {"x": 1})
@@ -51,6 +55,8 @@ def _state(r: redis.Redis, tag: str) -> list[object]:
         r.xpending(f"s-{tag}", "g"),
         r.xlen(f"s-{tag}"),
         _stats(r, f"q-{tag}"),
+        _stats(r, f"sub-{tag}"),
+        r.xrange(f"sub-{tag}"),
         r.execute_command("Q.SCHEMA", "GET", f"q-{tag}"),
         r.exists(f"renamed-{tag}", f"tmp-{tag}", f"gone-{tag}"),
         sorted(r.keys("*")),
