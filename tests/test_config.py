@@ -124,7 +124,9 @@ def test_unknown_name_is_a_key_error() -> None:
 
 def test_immutable_settings() -> None:
     fixed = {s.name for s in SETTINGS if not s.mutable}
-    assert fixed == {"databases", "dir", "logfile", "daemonize", "pidfile", "enable-debug-command"}
+    assert fixed == {
+        "databases", "dir", "logfile", "daemonize", "pidfile", "enable-debug-command", "replicaof",
+    }
 
 
 @pytest.mark.parametrize("setting", SETTINGS, ids=lambda s: s.name)
@@ -134,7 +136,7 @@ def test_every_default_survives_its_file_form(setting: Setting, tmp_path: Path) 
 
 
 def test_sensitive_marks_the_password() -> None:
-    assert [s.name for s in SETTINGS if s.sensitive] == ["requirepass"]
+    assert [s.name for s in SETTINGS if s.sensitive] == ["requirepass", "masterauth"]
 
 
 # -- Memory sizes and integers ----------------------------------------------------------
@@ -485,9 +487,26 @@ def test_get_renders_like_redis() -> None:
         "slowlog-max-len": "128",
         "latency-tracking": "yes",
         "latency-tracking-info-percentiles": "50 99 99.9",
-        "min-replicas-to-ack": "0",
+        "replicaof": "",
+        "slaveof": "",
+        "masterauth": "",
+        "masteruser": "",
+        "replica-announce-ip": "",
+        "slave-announce-ip": "",
+        "replica-announce-port": "0",
+        "slave-announce-port": "0",
+        "replica-priority": "100",
+        "slave-priority": "100",
         "replica-read-only": "yes",
         "slave-read-only": "yes",
+        "min-replicas-to-ack": "0",
+        "min-replicas-timeout": "10000",
+        "min-replicas-max-lag": "10",
+        "min-slaves-max-lag": "10",
+        "repl-backlog-size": "268435456",
+        "repl-timeout": "60",
+        "repl-ping-replica-period": "1",
+        "repl-ping-slave-period": "1",
     }
 
 
@@ -760,14 +779,19 @@ SET_ERRORS = [
 
 NARAD_ONLY_SET_ERRORS = [
     (
-        [("min-replicas-to-ack", "1")],
+        [("min-replicas-to-ack", "1001")],
         "CONFIG SET failed (possibly related to argument 'min-replicas-to-ack') - "
-        "argument must be 0 (replication is not implemented yet)",
+        "argument must be between 0 and 1000 inclusive",
     ),
     (
         [("slave-read-only", "no")],
         "CONFIG SET failed (possibly related to argument 'slave-read-only') - "
-        "argument must be 'yes' (replication is not implemented yet)",
+        "argument must be 'yes' (a replica's history is its leader's)",
+    ),
+    (
+        [("replicaof", "127.0.0.1 6379")],
+        "CONFIG SET failed (possibly related to argument 'replicaof') - "
+        "can't set immutable config",
     ),
     (
         [("fsync", "sometimes")],

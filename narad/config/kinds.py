@@ -172,7 +172,7 @@ class ReplicaOfKind(Kind):
         return f"{host} {number}"
 
     def write(self, value: object) -> list[str]:
-        return [str(value)] if value else []
+        return [str(value) if value else "no one"]
 
 
 def replica_of(value: object) -> tuple[str, int] | None:

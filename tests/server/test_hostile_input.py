@@ -52,6 +52,11 @@ EXCLUDED = {
     "q.consume": "turns the connection into a push-mode consumer",
     "client|kill": "closes other connections, the bystander among them",
     "debug": "DEBUG SLEEP holds the server; DEBUG CLOCK moves the frozen queue clock",
+    "replicaof": "makes the node a replica, which closes every other connection",
+    "slaveof": "makes the node a replica, which closes every other connection",
+    "psync": "turns the connection into a replica's link",
+    "wait": "blocks until replicas acknowledge (there are none here), as in Redis",
+    "waitaof": "blocks until replicas acknowledge (there are none here), as in Redis",
 }
 # Settings CONFIG SET must not change here: where the server listens or keeps its data,
 # who may connect, what holds the comparison honest (fsync always; retention, segment
@@ -62,7 +67,7 @@ CONFIG_SET_EXCLUDED = {
     b"timeout", b"fsync", b"appendfsync", b"retention-ms", b"retention-bytes",
     b"segment-ms", b"segment-bytes", b"client-output-buffer-limit",
     b"client-query-buffer-limit", b"proto-max-bulk-len", b"shutdown-timeout",
-    b"loglevel", b"logfile", b"enable-debug-command",
+    b"loglevel", b"logfile", b"enable-debug-command", b"min-replicas-to-ack",
 }
 
 
