@@ -6,6 +6,7 @@ The protocol between a replica and its leader is docs/replication.md's
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
 from narad.commands.args import parse_int, parse_timeout_ms
@@ -164,30 +165,43 @@ def _target(client: Client) -> int:
     return journal.position + (1 if journal.pending else 0)
 
 
+def _refuse_on_replica(client: Client, name: str, why: str) -> None:
+    if client.server.replication.is_replica:
+        raise CommandError(f"{name} cannot be used with replica instances. Please also note {why}")
+
+
+def _wait_until(
+    client: Client, timeout_ms: int, counts: Callable[[], Any], enough: Callable[[Any], bool]
+) -> Any:
+    """`counts()` now when `enough` (or in a transaction, which cannot block), else a
+    block retried as replicas ack, answering `counts()` at the timeout."""
+    now = counts()
+    if enough(now) or client.in_exec:
+        return now
+
+    def retry(key: bytes) -> Any:
+        found = counts()
+        return found if enough(found) else None
+
+    return Block([ACKS_KEY], timeout_ms, retry, counts)
+
+
 @command("wait", 3, "noscript", group="generic", since="3.0.0", categories="@connection")
 def wait(client: Client, args: list[bytes]) -> Any:
     """Blocks until the asynchronous replication of all preceding write commands sent by
     the connection is completed."""
     wanted = parse_int(args[1])
     timeout = parse_timeout_ms(args[2])
-    server = client.server
-    if server.replication.is_replica:
-        raise CommandError(
-            "WAIT cannot be used with replica instances. Please also note that since Redis "
-            "4.0 if a replica is configured to be writable (which is not the default) writes "
-            "to replicas are just local and are not propagated."
-        )
-    leader = server.replication.leader
+    _refuse_on_replica(
+        client, "WAIT",
+        "that since Redis 4.0 if a replica is configured to be writable (which is not the "
+        "default) writes to replicas are just local and are not propagated.",
+    )
+    leader = client.server.replication.leader
     target = _target(client)
-    acked = leader.count_acked(target)
-    if acked >= wanted or client.in_exec:
-        return acked
-
-    def retry(key: bytes) -> Any:
-        count = leader.count_acked(target)
-        return count if count >= wanted else None
-
-    return Block([ACKS_KEY], timeout, retry, lambda: leader.count_acked(target))
+    return _wait_until(
+        client, timeout, lambda: leader.count_acked(target), lambda count: count >= wanted
+    )
 
 
 @command("waitaof", 4, "noscript", group="generic", since="7.2.0", categories="@connection")
@@ -197,25 +211,16 @@ def waitaof(client: Client, args: list[bytes]) -> Any:
     local = parse_int(args[1])
     wanted = parse_int(args[2])
     timeout = parse_timeout_ms(args[3])
-    server = client.server
-    if server.replication.is_replica:
-        raise CommandError(
-            "WAITAOF cannot be used with replica instances. Please also note that writes "
-            "to replicas are just local and are not propagated."
-        )
-    leader = server.replication.leader
-    journal = server.keyspace.journal
+    _refuse_on_replica(
+        client, "WAITAOF", "that writes to replicas are just local and are not propagated."
+    )
+    leader = client.server.replication.leader
+    journal = client.server.keyspace.journal
     target = _target(client)
 
     def counts() -> list[int]:
         return [int(journal.log.durable_end >= target), leader.count_acked(target, fsynced=True)]
 
-    now = counts()
-    if (now[0] >= local and now[1] >= wanted) or client.in_exec:
-        return now
-
-    def retry(key: bytes) -> Any:
-        found = counts()
-        return found if found[0] >= local and found[1] >= wanted else None
-
-    return Block([ACKS_KEY], timeout, retry, counts)
+    return _wait_until(
+        client, timeout, counts, lambda found: found[0] >= local and found[1] >= wanted
+    )
