@@ -12,7 +12,7 @@ that commit ends at: they leave once that position is *released*, and never befo
 Without replicas to wait for, a position is released as soon as its commit returns
 (durable under `fsync always`, appended under `everysec` and `no`), so replies leave
 at the end of their iteration. With `min-replicas-to-ack`, a position is released
-once that many replicas hold it durably (narad/replication/leader.py calls `release`
+once that many replicas hold it too (narad/replication/leader.py calls `release`
 as their acks come), while commands go on running and their replies wait, each for
 its own position; replies held too long answer NOREPL instead (`refuse_held`).
 

@@ -378,8 +378,9 @@ SETTINGS: tuple[Setting, ...] = (
         "min-replicas-to-ack",
         IntKind(0, 1000),
         0,
-        "Acknowledge a write once it is durable here and on this many replicas (0: here"
-        " alone); with fewer replicas connected, writes are refused (NOREPLICAS).",
+        "Acknowledge a write once this many replicas hold it too, as their fsync policy holds"
+        " a commit (0: this node alone); with fewer replicas connected, writes are refused"
+        " (NOREPLICAS).",
         REPLICATION,
     ),
     Setting(

@@ -2,10 +2,10 @@
 
 A replica is a node forever recovering from its leader's journal (docs/design.md):
 each commit the leader sends is appended to this node's journal byte for byte (so a
-position names the same commits on every node of one history), durable under this
-node's fsync policy, and then each change is applied as recovery applies it
-(narad/log/recovery.py's `take_records`) and, since this node is running, to its
-in-memory state through the same handlers replay uses: metadata ops by
+position names the same commits on every node of one history), held as this node's
+fsync policy holds a commit (durable under `always`), and then each change is
+applied as recovery applies it (narad/log/recovery.py's `take_records`) and, since
+this node is running, to its in-memory state through the same handlers replay uses: metadata ops by
 `Keyspace.follow_meta`, state ops by `Stream.follow`; entries need only the stream's
 counters. Start moves are made in memory and become durable at this node's next
 checkpoint, as the leader's own do.
@@ -40,7 +40,8 @@ class Diverged(Exception):
 def apply_commits(keyspace: Keyspace, parts: list[tuple[memoryview, list[Record]]]) -> None:
     """Append the leader's journal records of `parts` (each: frames, and the records
     scanned from them; together whole commits, the first at this journal's position)
-    to this node's journal, durably under its policy, then apply each commit. Raises
+    to this node's journal, as its fsync policy makes a commit (durable under `always`,
+    appended otherwise), then apply each commit. Raises
     LogFailed when the journal cannot be written (the node must stop, as after a
     failed commit), Diverged when a commit cannot be applied."""
     keyspace.journal.append_followed(parts)

@@ -4,7 +4,8 @@ this node follows it (REPLICAOF host port, or `replicaof` in the config).
 The link runs on anyio, in a task of its own: connect (bounded by `repl-timeout`),
 the handshake (narad/replication/wire.py), then a loop that takes the leader's
 journal as it comes, applies whole commits (narad/replication/apply.py) and
-acknowledges the position once it is durable here. Acks also go out once a second,
+acknowledges the position once it holds it as its fsync policy holds a commit (durable
+under `always`, appended under `everysec` and `no`). Acks also go out once a second,
 so the leader sees the link live and the fsynced position advance under `fsync
 everysec`. A link that breaks, times out or is refused is retried after
 RETRY_S; cancelling the task (REPLICAOF NO ONE, another REPLICAOF, shutdown) ends it

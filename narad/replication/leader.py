@@ -7,8 +7,9 @@ commit come from memory (`Journal.tail`), anything older from the journal's file
 chunk at a time, while the socket's buffer has room (the transport pauses and
 resumes the link). The journal on disk is the backlog.
 
-Each replica acknowledges the position it holds durably (REPLCONF ACK, with FACK its
-fsynced position). A commit is *committed* once it is durable here and on
+Each replica acknowledges the position it holds, as its fsync policy holds a commit
+(REPLCONF ACK; FACK is its fsynced position). A commit is *committed* once this node
+and
 `min-replicas-to-ack` replicas: the quorum position is the N-th highest
 acknowledged position, and the commit barrier releases the replies sealed at or
 below it (narad/barrier.py). Replies still held after `min-replicas-timeout` answer
@@ -49,7 +50,7 @@ class ReplicaLink:
     ip: str  # as the replica announced it, or its peer address
     port: int  # its listening port, as announced
     sent: int  # the position up to which the journal was sent
-    acked: int  # the position it holds durably (REPLCONF ACK)
+    acked: int  # the position it holds, under its fsync policy (REPLCONF ACK)
     fsynced: int  # the position it has fsynced (REPLCONF ACK ... FACK)
     last_ack_s: float = field(default_factory=time.monotonic)
     paused: bool = False  # its socket's buffer is full: sending waits for resume
@@ -72,7 +73,7 @@ class Leader:
     # -- links --------------------------------------------------------------------------
 
     def attach(self, client: Client, position: int, ip: str, port: int) -> ReplicaLink:
-        """`client` follows this journal from `position`, which it holds durably."""
+        """`client` follows this journal from `position`, which it holds already."""
         link = ReplicaLink(client, ip, port, sent=position, acked=position, fsynced=position)
         self.links[client] = link
         client.replica_link = link
@@ -154,7 +155,7 @@ class Leader:
         self.server.replication.acks_changed()
 
     def quorum_position(self) -> int:
-        """The position durable here and on `min-replicas-to-ack` replicas."""
+        """The position held here and by `min-replicas-to-ack` replicas: committed."""
         journal = self.server.keyspace.journal
         need = self.quorum if self.server.keyspace.leads else 0  # a replica waits on none
         if need == 0:
@@ -166,7 +167,7 @@ class Leader:
         return self.quorum_position() >= position
 
     def count_acked(self, position: int, fsynced: bool = False) -> int:
-        """Replicas that hold `position` durably (with `fsynced`: fsynced it)."""
+        """Replicas that hold `position` (with `fsynced`: that have fsynced it)."""
         if fsynced:
             return sum(1 for link in self.links.values() if link.fsynced >= position)
         return sum(1 for link in self.links.values() if link.acked >= position)

@@ -3,7 +3,7 @@
 - A leader serves writes; its replicas follow its journal (narad/replication/
   leader.py). With `min-replicas-to-ack N`, writes are refused up front with
   NOREPLICAS while fewer than N replicas are connected and acknowledging, and a
-  reply waits for N replicas to hold its commit durably.
+  reply waits for N replicas to hold its commit (committed: docs/design.md).
 - A replica follows one leader (narad/replication/follower.py), serves reads and
   refuses every write with READONLY; it runs none of the server's own writes
   (Keyspace.leads is False): those are the leader's, and come with its commits.

@@ -20,7 +20,7 @@ Then the leader pushes, as RESP arrays of bulk strings:
 - `ping <position> <epoch>`: the leader's position and epoch, when idle.
 
 The replica sends `REPLCONF ACK <position> FACK <fsynced>` after each batch it made
-durable, and once a second.
+held as its fsync policy holds a commit, and once a second.
 """
 
 from __future__ import annotations
