@@ -20,11 +20,13 @@ Parts (all by default; --only picks some):
   every 10 ms (`lag`): their difference (commits for Narad, bytes for Redis) and the
   time from a leader position being sampled to the replica's first sample at or past it.
 - `catchup`: a Narad leader filled with about --catchup-mb MiB of journal (XADD,
-  redis-benchmark P16), an empty replica started and pointed at it; the time until it
-  holds the leader's position, as MiB of journal per second, next to one sequential
-  read of the leader's journal files with their pages dropped from the cache first
-  (posix_fadvise DONTNEED, so cold-ish: a virtual disk's host may still cache them),
-  and again warm; and the CPU the leader and the replica used during the catch-up.
+  redis-benchmark P16), then two new replicas pointed at it in turn: an empty one,
+  which follows the journal from position 0, and one holding a history of its own,
+  which gets a full copy of the logs. For each, the time until it holds the
+  leader's position, as MiB per second of what the leader read (journal or logs),
+  next to one sequential read of the leader's journal files with their pages dropped
+  from the cache first (posix_fadvise DONTNEED, so cold-ish: a virtual disk's host may
+  still cache them), and again warm; and the CPU the leader and the replica used.
 
 CPU: every process of a setup (servers and load) shares the machine's cores; the
 figures say how the setup does on this machine as a whole, not how one server would
@@ -425,12 +427,9 @@ def catchup_part(megabytes: int) -> None:
     with tempfile.TemporaryDirectory() as tmp:
         folder = Path(tmp)
         # Checkpoints held off (as bench/recovery.py does), so that the leader keeps
-        # its whole journal and the replica follows it from position 0: a checkpoint
-        # deletes the journal before it, and a replica behind the journal's start
-        # copies the logs whole instead.
+        # its whole journal and an empty replica follows it from position 0.
         leader = narad(folder / "leader", "always")
         leader.extra += ["--checkpoint-bytes", "4000gb", "--checkpoint-seconds", "86400"]
-        replica = narad(folder / "replica", "always")
         leader.start()
         try:
             client = leader.client()
@@ -443,39 +442,63 @@ def catchup_part(megabytes: int) -> None:
             fill_s = time.monotonic() - fill_start
             info = client.info("replication")
             position = int(info["master_repl_offset"])
-            first = int(info["repl_backlog_first_byte_offset"])
             entries = client.xlen("bench")
             files = journal_files(leader)
             size = sum(p.stat().st_size for p in files)
-            replica.start()
-            drop_cache(files)
-            before = cpu_shares([leader, replica])
-            start = time.monotonic()
-            assert replica.client().replicaof(leader.host, leader.port)
-            wait_until(lambda: offset(replica, "slave_repl_offset") >= position,
-                       timeout=600, interval=0.01)
-            took = time.monotonic() - start
-            spent = [a - b for a, b in zip(cpu_shares([leader, replica]), before, strict=True)]
+            logs = sorted((leader.folder / "data" / "streams").glob("*/*/*.log"))
+            logs_size = sum(p.stat().st_size for p in logs)
+            rows = [catch_up(leader, folder / "by-journal", position, files, full_copy=False)]
+            rows.append(catch_up(leader, folder / "by-copy", position, logs, full_copy=True))
             cold = read_rate(files, cold=True)
             warm = read_rate(files, cold=False)
-            xlen = replica.client().xlen("bench")
         finally:
-            for node in (replica, leader):
-                if node.proc is not None:
-                    node.stop()
+            leader.stop()
     print("\n| figure | value |")
     print("|---|---|")
     print(f"| leader's journal (MiB, {len(files)} files, filled in {fill_s:.1f} s) "
           f"| {size / 2**20:,.0f} |")
-    print(f"| commits (master_repl_offset; journal retained from {first}) | {position:,} |")
-    print(f"| entries on the replica after catch-up (XLEN bench; leader: {entries:,}) | {xlen:,} |")
-    print(f"| catch-up, empty replica to the leader's position (s) | {took:.2f} |")
-    print(f"| catch-up rate (MiB of journal/s; leader's journal cache dropped first) "
-          f"| {size / 2**20 / took:,.1f} |")
-    print(f"| CPU during catch-up, leader / replica (% of a core) "
-          f"| {100 * spent[0] / took:.0f} / {100 * spent[1] / took:.0f} |")
+    print(f"| leader's stream logs (MiB, {len(logs)} files) | {logs_size / 2**20:,.0f} |")
+    print(f"| commits (master_repl_offset) / entries (XLEN bench) | {position:,} / {entries:,} |")
+    for how, took, spent, xlen, read in rows:
+        what = "journal from position 0" if how == "journal" else "full copy of the logs"
+        print(f"| catch-up by {what}: seconds (replica's XLEN after: {xlen:,}) | {took:.2f} |")
+        print(f"| catch-up by {what}: MiB/s read on the leader (cache dropped first) "
+              f"| {read / 2**20 / took:,.1f} |")
+        print(f"| catch-up by {what}: CPU, leader / replica (% of a core) "
+              f"| {100 * spent[0] / took:.0f} / {100 * spent[1] / took:.0f} |")
     print(f"| sequential read of the leader's journal files, cache dropped (MiB/s) | {cold:,.0f} |")
     print(f"| sequential read of the leader's journal files, warm (MiB/s) | {warm:,.0f} |")
+
+
+def catch_up(
+    leader: NaradProcess, folder: Path, position: int, files: list[Path], full_copy: bool
+) -> tuple[str, float, list[float], int, int]:
+    """A new replica pointed at `leader` (at `position`), until it holds that position:
+    by the journal from position 0 (an empty replica, the leader keeping its whole
+    journal), or by a full copy (a replica holding a history of its own, which the
+    leader answers with FULLCOPY). `files`: what the leader reads for it, its pages
+    dropped from the cache first."""
+    replica = narad(folder, "always")
+    replica.start()
+    try:
+        if full_copy:
+            replica.client().xadd("own", {"f": "v"})  # another history: a copy, not the journal
+        drop_cache(files)
+        before = cpu_shares([leader, replica])
+        start = time.monotonic()
+        assert replica.client().replicaof(leader.host, leader.port)
+        wait_until(lambda: offset(replica, "slave_repl_offset") >= position,
+                   timeout=900, interval=0.01)
+        took = time.monotonic() - start
+        spent = [a - b for a, b in zip(cpu_shares([leader, replica]), before, strict=True)]
+        xlen = replica.client().xlen("bench")
+        copied = "event=full_copy_received" in replica.log()
+        assert copied == full_copy, replica.log()
+    finally:
+        replica.stop()
+        shutil.rmtree(folder, ignore_errors=True)
+    read = sum(p.stat().st_size for p in files)
+    return ("copy" if full_copy else "journal"), took, spent, xlen, read
 
 
 def main() -> None:

@@ -224,6 +224,18 @@ def _replication(s: Server) -> Fields:
             ("master_link_status", "up" if up else "down"),
             ("master_last_io_seconds_ago", int(now - follower.last_io_s) if up else -1),
             ("master_sync_in_progress", int(follower.state == "sync")),
+        ]
+        copy = follower.copy
+        if copy is not None:
+            total, read = copy.bytes_total, copy.bytes_received
+            fields += [
+                ("master_sync_total_bytes", total),
+                ("master_sync_read_bytes", read),
+                ("master_sync_left_bytes", max(total - read, 0)),
+                ("master_sync_perc", f"{100 * read / total if total else 0:.2f}"),
+                ("master_sync_last_io_seconds_ago", int(now - follower.last_io_s)),
+            ]
+        fields += [
             ("slave_read_repl_offset", journal.position),
             ("slave_repl_offset", journal.position),
         ]
@@ -245,10 +257,11 @@ def _replication(s: Server) -> Fields:
     now = time.monotonic()
     for i, link in enumerate(links):
         lag = int(now - link.last_ack_s)
+        state = "online" if link.copy is None else "send_bulk"
         fields.append(
             (
                 f"slave{i}",
-                f"ip={link.ip},port={link.port},state=online,offset={link.acked},lag={lag}",
+                f"ip={link.ip},port={link.port},state={state},offset={link.acked},lag={lag}",
             )
         )
     first = journal.log.start_offset

@@ -47,10 +47,18 @@ import msgpack
 
 from narad.config import Config
 from narad.config.kinds import BadValue
-from narad.log import FsyncPolicy, Log, LogConfig, LogCorrupted, LogFailed, truncation
+from narad.log import FsyncPolicy, Log, LogConfig, LogCorrupted, LogFailed, install, truncation
 from narad.log import checkpointer as checkpoints
-from narad.log.checkpointer import Checkpoint, Checkpointer
-from narad.log.journal import JOURNAL_FOLDER, KIND_DATA, KIND_META, KIND_STATE, Journal, log_key
+from narad.log.checkpointer import Checkpoint, Checkpointer, HeldForReplicas
+from narad.log.journal import (
+    JOURNAL_FOLDER,
+    KIND_DATA,
+    KIND_META,
+    KIND_STATE,
+    Journal,
+    journal_config,
+    log_key,
+)
 from narad.log.lock import FolderBusy, lock_folder
 from narad.log.recovery import Replay
 from narad.machines import stream_machines
@@ -86,6 +94,9 @@ class Keyspace:
         # the queues' timers): a leader does; a replica's every change is its leader's
         # (narad/replication/apply.py).
         self.leads = not config["replicaof"]
+        # What this node's replicas still read, which checkpoints keep (set by
+        # narad/replication/role.py; kept across a reopen).
+        self.held_for_replicas: HeldForReplicas = lambda: (None, False)
 
     def _init_state(self) -> None:
         """What an open keyspace holds, before `open` fills it."""
@@ -121,6 +132,7 @@ class Keyspace:
         if not locked:
             self._lock()
         try:
+            install.finish(self.root)  # a full copy a crash stopped half way
             self._open()
         except BaseException:
             self._release()
@@ -133,6 +145,13 @@ class Keyspace:
         (narad/log/truncation.py: crash-safe), and open again on what is left."""
         self.close()
         truncation.truncate(self.root, position)
+        self._init_state()
+        self.open()
+
+    def reopen_installed(self) -> None:
+        """Close, and open again on the complete copy in `incoming/` that replaces
+        this data dir's (narad/log/install.py)."""
+        self.close()
         self._init_state()
         self.open()
 
@@ -151,7 +170,8 @@ class Keyspace:
             self._lock_fd = -1
 
     def _open(self) -> None:
-        self.journal = journal = Journal(self.root, self.policy)
+        segment_bytes = int(self.config["journal-segment-bytes"])  # type: ignore[call-overload]
+        self.journal = journal = Journal(self.root, self.policy, segment_bytes)
         at = self._replay_from()
         replay = Replay(journal, at)
         self.meta = Log.open(self.root / "meta", self.log_config(STATE_SEGMENT_BYTES))
@@ -194,7 +214,7 @@ class Keyspace:
             if self._meta_ops > META_COMPACT_OPS and self.leads:
                 self._compact_meta()
                 journal.commit()
-        self.checkpointer = Checkpointer(journal, at)
+        self.checkpointer = Checkpointer(journal, at, lambda: self.held_for_replicas())
         self.checkpointer.backlog_bytes = int(self.config["repl-backlog-size"])  # type: ignore[call-overload]
         # The checkpoint below fsyncs what the commits since the last one gave the
         # logs (replayed now, or written behind before the crash) and their start
@@ -439,7 +459,7 @@ class Keyspace:
     def remove_doomed(self) -> None:
         """Remove deleted streams' folders, once their delete ops are durable (and no
         checkpoint is fsyncing their logs)."""
-        if not self._doomed or self.checkpointer.running:
+        if not self._doomed or self.checkpointer.running or self.held_for_replicas()[1]:
             return
         if self.policy is not FsyncPolicy.ALWAYS:
             try:
@@ -463,6 +483,9 @@ class Keyspace:
             stream.node_entries = int(self.config["stream-node-max-entries"]) or 100  # type: ignore[call-overload]
         if self.meta is not None:
             self.meta.config = self.log_config(STATE_SEGMENT_BYTES)
+        if self.journal is not None:
+            segment_bytes = int(self.config["journal-segment-bytes"])  # type: ignore[call-overload]
+            self.journal.log.config = journal_config(segment_bytes)
         policy = FsyncPolicy(str(self.config["fsync"]))
         if policy is self.policy:
             return

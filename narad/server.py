@@ -119,6 +119,7 @@ class Server:
         config.on_change("bind", self._listen_on_addresses)
         for name in (
             "fsync",
+            "journal-segment-bytes",
             "segment-bytes",
             "segment-ms",
             "retention-ms",
@@ -216,6 +217,13 @@ class Server:
         reopen the keyspace on what is left."""
         self.barrier.end_of_iteration()  # replies of reads so far leave first
         self.keyspace.reopen_truncated(position)
+
+    def install_copy(self) -> None:
+        """Put the complete full copy in `<dir>/incoming/` in place of this node's
+        data (a replica: narad/replication/fullcopy.py), crash-safe, and reopen the
+        keyspace on it."""
+        self.barrier.end_of_iteration()  # replies of reads so far leave first
+        self.keyspace.reopen_installed()
 
     # -- WATCH ----------------------------------------------------------------------------
 

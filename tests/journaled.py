@@ -9,8 +9,6 @@ from __future__ import annotations
 import os
 from pathlib import Path
 
-import pytest
-
 from narad.config import Config
 from narad.keyspace import Keyspace
 from narad.log import FsyncPolicy, Log, LogConfig
@@ -42,14 +40,12 @@ def entries(store: Keyspace, key: bytes) -> list[int]:
     return [] if stream is None else [sid for sid, _ in stream.range(0, 1 << 128)]
 
 
-def small_journal_segments(
-    folder: Path, monkeypatch: pytest.MonkeyPatch, backlog: int = 0
-) -> Keyspace:
+def small_journal_segments(folder: Path, backlog: int = 0) -> Keyspace:
     """An open store whose journal spans several segments of 4 KiB: stream s (uid 1),
     40 entries of about 300 bytes, each added by a commit of its own; its checkpoints
     keep `backlog` bytes of journal for replicas (repl-backlog-size)."""
-    monkeypatch.setattr(journal_module, "SEGMENT_BYTES", 4096)
     store = open_store(folder, ("repl-backlog-size", str(backlog)))
+    store.journal.log.config = journal_module.journal_config(4096)  # below the setting's least
     stream = store.create_stream(0, b"s")
     for _ in range(40):
         stream.add(stream.last_id + 1, [b"pad", b"x" * 300])

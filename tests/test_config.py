@@ -475,6 +475,7 @@ def test_get_renders_like_redis() -> None:
         "appendfsync": "always",
         "appendonly": "yes",
         "save": "",
+        "journal-segment-bytes": "67108864",
         "segment-bytes": "67108864",
         "segment-ms": "604800000",
         "retention-ms": "0",

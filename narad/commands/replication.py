@@ -6,12 +6,14 @@ The protocol between a replica and its leader is docs/replication.md's
 
 from __future__ import annotations
 
+import logging
 from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
 from narad.commands.args import parse_int, parse_timeout_ms
 from narad.commands.table import Block, command
 from narad.errors import CommandError, syntax
+from narad.replication.fullcopy import CopyOut
 from narad.replication.role import ACKS_KEY
 from narad.resp import SimpleString
 
@@ -19,6 +21,7 @@ if TYPE_CHECKING:
     from narad.client import Client
 
 OK = SimpleString("OK")
+logger = logging.getLogger("narad.replication")
 
 
 # -- REPLICAOF ------------------------------------------------------------------------
@@ -127,31 +130,39 @@ def psync(client: Client, args: list[bytes]) -> Any:
     journal = server.keyspace.journal
     if position < 0 or epoch < 0:
         raise CommandError("the position and the epoch must be at least 0")
-    if history != journal.history and position > 0:
-        raise CommandError(
-            f"the replica's journal holds another history ({history[:12]}..., this "
-            f"node's is {journal.history[:12]}...): it cannot follow this node"
-        )
-    if epoch > journal.epoch:
+    ip = client.replconf.get("ip-address") or client.addr.rpartition(":")[0].strip("[]")
+    port = int(client.replconf.get("listening-port", "0"))
+    # A replica with nothing yet is of this history, as it adopts it.
+    same_history = history == journal.history or position == epoch == 0
+    if same_history and epoch > journal.epoch:
         replication.fence(epoch)
         raise CommandError(
             f"the replica has seen leader epoch {epoch}, above this node's {journal.epoch}"
         )
-    found, end = journal.epoch_end(epoch)
-    if found != epoch or position > end:
-        return SimpleString(f"TRUNCATE {found} {end}")
-    start = journal.log.start_offset
-    if position < start:
-        raise CommandError(
-            f"position {position} is no longer in this node's journal (it starts at "
-            f"{start}): the replica needs a full copy"
+    if same_history:
+        found, end = journal.epoch_end(epoch)
+        if position > 0 and (found != epoch or position > end):
+            return SimpleString(f"TRUNCATE {found} {end}")
+    if same_history and position >= journal.log.start_offset:
+        reply = f"+CONTINUE {journal.history} {journal.position} {journal.epoch}\r\n"
+        copy = None
+    else:  # behind what the journal keeps, or another history: a full copy first
+        if journal.pending:
+            server.barrier.commit_now()  # the copy is taken between two commits
+        copy = CopyOut.of(journal)
+        reply = (
+            f"+FULLCOPY {journal.history} {copy.position} {journal.epoch} "
+            f"{copy.bytes_total}\r\n"
+        )
+        logger.warning(
+            "event=full_copy_begin replica=%s:%d its_position=%d position=%d logs=%d bytes=%d",
+            ip, port, position, copy.position, len(copy.logs), copy.bytes_total,
         )
     if client.out:  # replies to the handshake come before the journal
         client.write(client.take_out())
-    client.write(f"+CONTINUE {journal.history} {journal.position} {journal.epoch}\r\n".encode())
-    ip = client.replconf.get("ip-address") or client.addr.rpartition(":")[0].strip("[]")
-    port = int(client.replconf.get("listening-port", "0"))
-    replication.leader.attach(client, position, ip, port)
+    client.write(reply.encode())
+    start = copy.position if copy is not None else position
+    replication.leader.attach(client, start, ip, port, copy)
     return NO_REPLY
 
 

@@ -232,6 +232,15 @@ SETTINGS: tuple[Setting, ...] = (
         STORAGE,
     ),
     Setting(
+        "journal-segment-bytes",
+        MemoryKind(MB, LLONG_MAX),
+        64 * MB,
+        "Start a new journal segment before one would pass this size. The journal is"
+        " deleted a whole segment at a time, once a checkpoint and repl-backlog-size"
+        " allow.",
+        STORAGE,
+    ),
+    Setting(
         "segment-ms",
         IntKind(0, LLONG_MAX),
         7 * 24 * 3600 * 1000,

@@ -24,6 +24,7 @@ import asyncio
 import logging
 import threading
 import time
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -35,6 +36,12 @@ from narad.log.opening import START_CHECKPOINT
 logger = logging.getLogger("narad.log")
 
 CHECKPOINT_FILE = "checkpoint"
+
+# What replicas still read (narad/replication/leader.py), which no checkpoint may
+# delete: the journal from this position on (None: no more than the backlog), and
+# whether a full copy is reading the logs as of a past position (then every log
+# segment stays, and the folders of deleted streams: Keyspace.remove_doomed).
+HeldForReplicas = Callable[[], tuple[int | None, bool]]
 
 
 @dataclass
@@ -98,9 +105,15 @@ class CheckpointStats:
 
 
 class Checkpointer:
-    def __init__(self, journal: Journal, last: Checkpoint) -> None:
+    def __init__(
+        self, journal: Journal, last: Checkpoint, held: HeldForReplicas = lambda: (None, False)
+    ) -> None:
         self.journal = journal
         self.last = last  # the checkpoint in force
+        self.held = held
+        # Logs whose durable start moved while a full copy read them: their segments
+        # below it go once no copy does.
+        self._deletions_held: dict[Log, None] = {}
         self.stats = CheckpointStats()
         self._bytes_at = journal.stats.bytes  # journal bytes written at the last one
         self._time_at = time.monotonic()
@@ -181,17 +194,26 @@ class Checkpointer:
             return
         self.last = work.taken
         self.stats.checkpoints += 1
+        journal_held, copying = self.held()
         for log, start in work.starts:
             if not log.closed and start > log.durable_start:
                 log.durable_start = start
-                log.apply_retention(start_only=True)
+                self._deletions_held[log] = None
+        if not copying:
+            for log in self._deletions_held:
+                if not log.closed:
+                    log.apply_retention(start_only=True)
+            self._deletions_held.clear()
         # The journal keeps the segment that holds the checkpoint's position whole:
         # the commits before it stay readable (a truncation may need them) until a
-        # later checkpoint lies in a later segment.
+        # later checkpoint lies in a later segment; and what replicas still read.
         journal = self.journal.log
         position = work.taken.position
         keep = max(s.base_offset for s in journal.segments if s.base_offset <= position)
-        journal.set_start(min(keep, self._backlog_start()))
+        keep = min(keep, self._backlog_start())
+        if journal_held is not None:
+            keep = min(keep, journal_held)
+        journal.set_start(keep)
         journal.apply_retention(start_only=True)
         logger.debug(
             "checkpoint at journal position %d: %d logs fsynced in %.3f s",

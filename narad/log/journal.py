@@ -96,6 +96,11 @@ def read_newest(path: Path) -> int | None:
     return None
 
 
+def journal_config(segment_bytes: int = SEGMENT_BYTES) -> LogConfig:
+    """The journal's own log: segments of `segment_bytes`, rolled by size only."""
+    return LogConfig(segment_bytes=segment_bytes, segment_ms=0)
+
+
 def log_key(uid: int, kind: int) -> int:
     return uid << 2 | kind
 
@@ -231,10 +236,12 @@ def split_commit(changes: list[list[Any]], body: list[Piece]) -> list[bytes]:
 class Journal:
     """See the module docstring."""
 
-    def __init__(self, root: Path, policy: FsyncPolicy) -> None:
+    def __init__(
+        self, root: Path, policy: FsyncPolicy, segment_bytes: int = SEGMENT_BYTES
+    ) -> None:
         self.path = root / JOURNAL_FOLDER
         self.policy = policy
-        self.log = Log.open(self.path, LogConfig(segment_bytes=SEGMENT_BYTES, segment_ms=0))
+        self.log = Log.open(self.path, journal_config(segment_bytes))
         try:
             self._newest = self._check_newest()
         except LogCorrupted:

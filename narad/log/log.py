@@ -636,8 +636,10 @@ class Log:
     ) -> list[Record]:
         return reading.read(self, offset, count_max, bytes_max, end)
 
-    def read_frames(self, offset: int, bytes_max: int) -> tuple[int, bytes]:
-        return reading.read_frames(self, offset, bytes_max)
+    def read_frames(
+        self, offset: int, bytes_max: int, end: int | None = None
+    ) -> tuple[int, bytes]:
+        return reading.read_frames(self, offset, bytes_max, end)
 
     def pending_frames(self) -> tuple[int, bytearray]:
         """(the first offset of, the buffer of) the records not yet written: after

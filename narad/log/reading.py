@@ -95,11 +95,19 @@ def read(
     return out
 
 
-def read_frames(log: Log, offset: int, bytes_max: int) -> tuple[int, bytes]:
-    """(how many, their frames): whole records from `offset` on, as framed in their
-    segment (CRC-checked), from one segment, about `bytes_max` bytes (the first record
-    whatever its size); (0, b"") when there are none."""
-    records = read(log, offset, bytes_max=bytes_max)
+def read_frames(log: Log, offset: int, bytes_max: int, end: int | None = None) -> tuple[int, bytes]:
+    """(how many, their frames): whole records from `offset` on and before `end`
+    (default: the log's end), as framed in their segment (CRC-checked), from one
+    segment, about `bytes_max` bytes (the first record whatever its size); (0, b"")
+    when there are none. Unlike `read`, this reads below the logical start too, from
+    the first segment on: a full copy sends a log as it was at a past position
+    (narad/replication/fullcopy.py), while checkpoints keep its segments."""
+    end = log.next_offset if end is None else end
+    if log.written_end < end:
+        log.write()
+    offset = max(offset, log.segments[0].base_offset)
+    batches = _batches_from(log, offset, min(end, log.written_end), 1 << 30)
+    records = _take(itertools.chain.from_iterable(batches), 1 << 30, bytes_max)
     if not records:
         return 0, b""
     seg = _segment_of(log, records[0].offset)

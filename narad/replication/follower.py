@@ -31,6 +31,8 @@ from narad.log import LogFailed, format
 from narad.log.journal import FLAG_CONTINUES
 from narad.replication import wire
 from narad.replication.apply import Diverged, apply_commits
+from narad.replication.fullcopy import CopyIn
+from narad.replication.wire import LinkError
 from narad.resp.encoder import encode_request
 
 if TYPE_CHECKING:
@@ -51,10 +53,6 @@ def _first(exc: BaseException) -> BaseException:
     return exc
 
 
-class LinkError(Exception):
-    """The leader refused the link or spoke out of protocol."""
-
-
 class Follower:
     def __init__(self, server: Server, host: str, port: int) -> None:
         self.server = server
@@ -68,6 +66,7 @@ class Follower:
         self.down_since_s = time.monotonic()
         self.last_error = ""
         self._parts: list[tuple[memoryview, list[format.Record]]] = []
+        self.copy: CopyIn | None = None  # the full copy being received
         self._task: asyncio.Task[None] | None = None
 
     @property
@@ -101,6 +100,9 @@ class Follower:
                     self._broken(f"{type(exc).__name__}: {exc}", logging.ERROR)
             self.state = "connect"
             self._parts = []
+            if self.copy is not None:
+                self.copy.abandon()
+                self.copy = None
             await anyio.sleep(RETRY_S)
 
     def _broken(self, why: str, level: int = logging.WARNING) -> None:
@@ -122,7 +124,7 @@ class Follower:
             link = _Link(stream, timeout)
             with anyio.fail_after(timeout):
                 await self._handshake(link)
-            self.state = "connected"
+            self.state = "sync" if self.copy is not None else "connected"
             self.last_error = ""
             logger.info(
                 "event=replication_link_up leader=%s position=%d",
@@ -158,6 +160,16 @@ class Follower:
                     journal.adopt_history(history)
                 self.leader_position, self.leader_epoch = position, epoch
                 return
+            if words[:1] == ["FULLCOPY"] and len(words) == 5:
+                history = words[1]
+                position, epoch, size = int(words[2]), int(words[3]), int(words[4])
+                logger.warning(
+                    "event=full_copy_begin leader=%s position=%d bytes=%d own_position=%d",
+                    self.address, position, size, journal.position,
+                )
+                self.copy = CopyIn(keyspace, history, position, size)
+                self.leader_position, self.leader_epoch = position, epoch
+                return
             if words[:1] == ["TRUNCATE"] and len(words) == 3:
                 # The leader's epoch `found` (the largest it has at or below this
                 # node's last) ends at `end` there: what this node holds of later
@@ -184,8 +196,21 @@ class Follower:
                 if not (isinstance(message, list) and message):
                     raise LinkError(f"unexpected message from the leader: {message!r:.100}")
                 kind = message[0]
-                if kind == b"journal" and len(message) == 3:
+                copy = self.copy
+                if kind == b"journal" and len(message) == 3 and copy is None:
                     applied |= self._take(int(message[1]), message[2])
+                elif kind == b"copy-records" and len(message) == 4 and copy is not None:
+                    copy.records(int(message[1]), int(message[2]), message[3])
+                elif kind == b"copy-log" and len(message) == 4 and copy is not None:
+                    await copy.begin_log(int(message[1]), int(message[2]), int(message[3]))
+                elif kind == b"copy-end" and len(message) % 2 == 0 and copy is not None:
+                    position, *pairs = [int(word) for word in message[1:]]
+                    epochs = list(zip(pairs[::2], pairs[1::2], strict=True))
+                    await copy.finish(position, epochs)
+                    self.server.install_copy()
+                    self.copy = None
+                    self.state = "connected"
+                    applied = True
                 elif kind == b"ping" and len(message) == 3:
                     self.leader_position = int(message[1])
                     self.leader_epoch = max(self.leader_epoch, int(message[2]))
@@ -215,6 +240,8 @@ class Follower:
         return True
 
     def _ack(self) -> bytes:
+        if self.copy is not None:
+            return wire.ack(0, 0)  # alive, holding nothing of the leader's history yet
         journal = self.server.keyspace.journal
         position = journal.position
         fsynced = position if journal.log.durable_end >= position else journal.log.durable_end

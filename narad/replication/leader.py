@@ -7,6 +7,13 @@ commit come from memory (`Journal.tail`), anything older from the journal's file
 chunk at a time, while the socket's buffer has room (the transport pauses and
 resumes the link). The journal on disk is the backlog.
 
+A replica that cannot follow from its own position gets a full copy of the logs
+first (narad/replication/fullcopy.py), sent the same way, and then the journal from
+the position the copy stands for. While replicas read, checkpoints keep the journal
+from the oldest position still to send (and, during a copy, every log segment); a
+replica that sends no ack for `repl-timeout` seconds is dropped, so that no replica
+holds the journal for long.
+
 Each replica acknowledges the position it holds, as its fsync policy holds a commit
 (REPLCONF ACK; FACK is its fsynced position). A commit is *committed* once this node
 and
@@ -26,6 +33,8 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
 
 from narad.replication import wire
+from narad.replication.fullcopy import CopyOut
+from narad.replication.wire import LinkError
 
 if TYPE_CHECKING:
     from narad.client import Client
@@ -54,6 +63,10 @@ class ReplicaLink:
     fsynced: int  # the position it has fsynced (REPLCONF ACK ... FACK)
     last_ack_s: float = field(default_factory=time.monotonic)
     paused: bool = False  # its socket's buffer is full: sending waits for resume
+    # The full copy being sent, before the journal from `sent` (the copy's position):
+    # until it is sent whole, the replica holds nothing of this history and its acks
+    # count for nothing.
+    copy: CopyOut | None = None
 
     @property
     def name(self) -> str:
@@ -72,9 +85,13 @@ class Leader:
 
     # -- links --------------------------------------------------------------------------
 
-    def attach(self, client: Client, position: int, ip: str, port: int) -> ReplicaLink:
-        """`client` follows this journal from `position`, which it holds already."""
-        link = ReplicaLink(client, ip, port, sent=position, acked=position, fsynced=position)
+    def attach(
+        self, client: Client, position: int, ip: str, port: int, copy: CopyOut | None = None
+    ) -> ReplicaLink:
+        """`client` follows this journal from `position`, which it holds already, or
+        which `copy` brings it."""
+        held = 0 if copy is not None else position
+        link = ReplicaLink(client, ip, port, sent=position, acked=held, fsynced=held, copy=copy)
         self.links[client] = link
         client.replica_link = link
         if client.transport is not None:
@@ -105,8 +122,19 @@ class Leader:
         socket takes it."""
         journal = self.server.keyspace.journal
         transport = link.client.transport
+        if transport is None or transport.is_closing():
+            return
+        if link.copy is not None:
+            try:
+                if not link.copy.send(transport, lambda: link.paused):
+                    return
+            except LinkError as exc:
+                logger.error("event=full_copy_failed replica=%s reason=%s", link.name, exc)
+                link.client.close()
+                return
+            link.copy = None
         while not link.paused and link.sent < journal.position:
-            if transport is None or transport.is_closing():
+            if transport.is_closing():
                 return
             first, frames = journal.tail
             if link.sent == first and first + journal.tail_records == journal.position:
@@ -135,6 +163,25 @@ class Leader:
         link.paused = False
         self.pump(link)
 
+    def held(self) -> tuple[int | None, bool]:
+        """What the replicas still read (Checkpointer's `held`): the journal from the
+        oldest position still to send, and whether a full copy reads the logs."""
+        if not self.links:
+            return None, False
+        links = self.links.values()
+        return min(link.sent for link in links), any(link.copy is not None for link in links)
+
+    def drop_silent(self) -> None:
+        """Close the links of replicas that sent no ack for `repl-timeout` seconds."""
+        timeout = int(self.server.config["repl-timeout"])  # type: ignore[call-overload]
+        now = time.monotonic()
+        for link in [link for link in self.links.values() if now - link.last_ack_s > timeout]:
+            logger.warning(
+                "event=replica_timed_out replica=%s seconds_silent=%d acked=%d",
+                link.name, now - link.last_ack_s, link.acked,
+            )
+            link.client.close()
+
     def ping(self) -> None:
         """Tell every replica the position and epoch (what a replica reports as the
         leader's offset, and how it knows the link lives while nothing commits)."""
@@ -149,6 +196,8 @@ class Leader:
 
     def acked(self, link: ReplicaLink, position: int, fsynced: int) -> None:
         link.last_ack_s = time.monotonic()
+        if link.copy is not None:
+            return  # the replica holds nothing of this history yet
         link.acked = max(link.acked, min(position, link.sent))
         link.fsynced = max(link.fsynced, min(fsynced, link.acked))
         self.server.barrier.release(self.quorum_position())
@@ -176,10 +225,11 @@ class Leader:
         """Replicas that count for min-replicas-to-ack: their last ack at most
         `min-replicas-max-lag` seconds old (0: any connected replica)."""
         lag = int(self.server.config["min-replicas-max-lag"])  # type: ignore[call-overload]
-        if not lag:
-            return len(self.links)
         now = time.monotonic()
-        return sum(1 for link in self.links.values() if now - link.last_ack_s <= lag)
+        return sum(
+            1 for link in self.links.values()
+            if link.copy is None and (not lag or now - link.last_ack_s <= lag)
+        )
 
     def expire_held(self) -> None:
         """Replies held longer than `min-replicas-timeout` answer NOREPL."""

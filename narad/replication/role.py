@@ -74,6 +74,7 @@ class Replication:
         """Take the role the config says (the keyspace is open, the server listens)."""
         server = self.server
         server.barrier.released_at_commit = self.leader.released_at_commit
+        server.keyspace.held_for_replicas = self.leader.held
         target = replica_of(server.config["replicaof"]) or self._remembered()
         if target is not None:
             self._follow(*target)
@@ -204,6 +205,8 @@ class Replication:
         self._tick_handle = asyncio.get_running_loop().call_later(TICK_S, self._tick)
         leader = self.leader
         if self.follower is None:
+            if leader.links:
+                leader.drop_silent()
             if leader.quorum:
                 leader.expire_held()
             now = time.monotonic()

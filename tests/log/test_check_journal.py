@@ -148,10 +148,8 @@ def test_a_missing_checkpoint_is_reported(tmp_path: Path) -> None:
     assert out[0].startswith(f"{tmp_path / 'journal' / CHECKPOINT_FILE}: checkpoint: missing")
 
 
-def test_the_newest_journal_segment_deleted_by_hand_is_reported(
-    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
-) -> None:
-    store = small_journal_segments(tmp_path, monkeypatch)
+def test_the_newest_journal_segment_deleted_by_hand_is_reported(tmp_path: Path) -> None:
+    store = small_journal_segments(tmp_path)
     crash(store)
     newest = sorted((tmp_path / "journal").glob("*.log"))[-1]
     newest.unlink()

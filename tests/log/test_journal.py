@@ -197,10 +197,8 @@ def test_a_missing_or_damaged_checkpoint_is_refused(tmp_path: Path) -> None:
     store.close()
 
 
-def test_a_journal_segment_deleted_by_hand_is_refused(
-    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
-) -> None:
-    store = small_journal_segments(tmp_path, monkeypatch)
+def test_a_journal_segment_deleted_by_hand_is_refused(tmp_path: Path) -> None:
+    store = small_journal_segments(tmp_path)
     crash(store)
     segments = sorted((tmp_path / "journal").glob("*.log"))
     assert len(segments) > 3
@@ -209,10 +207,8 @@ def test_a_journal_segment_deleted_by_hand_is_refused(
         open_store(tmp_path)
 
 
-def test_a_journal_segment_deleted_from_the_middle_is_refused(
-    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
-) -> None:
-    store = small_journal_segments(tmp_path, monkeypatch)
+def test_a_journal_segment_deleted_from_the_middle_is_refused(tmp_path: Path) -> None:
+    store = small_journal_segments(tmp_path)
     crash(store)
     segments = sorted((tmp_path / "journal").glob("*.log"))
     segments[1].unlink()
@@ -220,10 +216,8 @@ def test_a_journal_segment_deleted_from_the_middle_is_refused(
         open_store(tmp_path)
 
 
-def test_the_newest_journal_segment_deleted_by_hand_is_refused(
-    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
-) -> None:
-    store = small_journal_segments(tmp_path, monkeypatch)
+def test_the_newest_journal_segment_deleted_by_hand_is_refused(tmp_path: Path) -> None:
+    store = small_journal_segments(tmp_path)
     store.journal.write_behind()  # the log holds what the lost segment held
     crash(store)
     segments = sorted((tmp_path / "journal").glob("*.log"))
@@ -235,10 +229,8 @@ def test_the_newest_journal_segment_deleted_by_hand_is_refused(
     assert [p.stat().st_size for p in data] == sizes  # nothing was cut
 
 
-def test_truncating_the_journal_across_segments_opens_again(
-    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
-) -> None:
-    store = small_journal_segments(tmp_path, monkeypatch)
+def test_truncating_the_journal_across_segments_opens_again(tmp_path: Path) -> None:
+    store = small_journal_segments(tmp_path)
     journal = store.journal
     assert len(journal.log.segments) > 3
     second = journal.log.segments[1].base_offset
@@ -263,10 +255,8 @@ def test_a_data_dir_from_before_the_journal_is_migrated(tmp_path: Path) -> None:
     store.close()
 
 
-def test_checkpoint_keeps_the_replicas_backlog(
-    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
-) -> None:
-    store = small_journal_segments(tmp_path, monkeypatch, backlog=9000)
+def test_checkpoint_keeps_the_replicas_backlog(tmp_path: Path) -> None:
+    store = small_journal_segments(tmp_path, backlog=9000)
     store.checkpointer.run_now()
     kept = store.journal.log.segments
     assert sum(seg.size for seg in kept) >= 9000
@@ -275,10 +265,8 @@ def test_checkpoint_keeps_the_replicas_backlog(
     store.close()
 
 
-def test_checkpoint_deletes_the_journal_before_it_and_moves_starts(
-    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
-) -> None:
-    store = small_journal_segments(tmp_path, monkeypatch)
+def test_checkpoint_deletes_the_journal_before_it_and_moves_starts(tmp_path: Path) -> None:
+    store = small_journal_segments(tmp_path)
     assert len(store.journal.log.segments) > 3
     store.checkpointer.run_now()
     assert len(store.journal.log.segments) == 1

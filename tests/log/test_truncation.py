@@ -114,10 +114,8 @@ def test_an_interrupted_truncation_keeps_the_whole_history_until_repeated(
     store.close()
 
 
-def test_truncating_past_the_retained_journal_is_refused(
-    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
-) -> None:
-    store = small_journal_segments(tmp_path, monkeypatch)
+def test_truncating_past_the_retained_journal_is_refused(tmp_path: Path) -> None:
+    store = small_journal_segments(tmp_path)
     store.close()  # the checkpoint deletes the journal segments before it
     with pytest.raises(LogCorrupted, match="needs the logs copied from the leader"):
         truncate(tmp_path, 1)

@@ -9,6 +9,7 @@ can check that every node holds the same records at the same offsets.
 from __future__ import annotations
 
 import hashlib
+import json
 from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
@@ -93,3 +94,56 @@ def group(tmp_path: Path, replicas: int, extra: list[str] | None = None,
 
 def leader_of(nodes: list[NaradProcess]) -> redis.Redis:
     return nodes[0].client()
+
+
+# -- a workload of every kind of change, and what a client reads of it ------------------
+
+SCHEMA = json.dumps({"type": "object", "required": ["n"]})
+
+
+def write_everything(r: redis.Redis, tag: str) -> None:
+    """Streams, groups and their deliveries and acks, a queue with deliveries, a
+    schema, renames and deletes: every kind of change a commit can carry."""
+    for i in range(20):
+        r.xadd(f"s-{tag}", {"i": i})
+    r.xgroup_create(f"s-{tag}", "g", id="0")
+    got = r.xreadgroup("g", "c1", {f"s-{tag}": ">"}, count=5)
+    r.xack(f"s-{tag}", "g", *[mid for mid, _ in got[0][1][:3]])
+    r.xtrim(f"s-{tag}", maxlen=15)
+    r.execute_command("Q.CREATE", f"q-{tag}", "VISIBILITY", 30000)
+    for i in range(10):
+        r.execute_command("Q.PUSH", f"q-{tag}", json.dumps({"n": i}))
+    popped = r.execute_command("Q.POP", f"q-{tag}", "COUNT", 4)
+    r.execute_command("Q.ACK", f"q-{tag}", popped[0][b"receipt"])
+    r.execute_command("Q.SCHEMA", "SET", f"q-{tag}", SCHEMA)
+    r.execute_command("Q.CREATE", f"sub-{tag}", "MAXRECEIVES", 3)
+    r.execute_command("Q.SUBSCRIBE", f"sub-{tag}", f"q-{tag}", "FROM", "EARLIEST")
+    r.execute_command("Q.PUSH", f"q-{tag}", json.dumps({"n": 99}))  # copied by fan-out
+    wait_until(lambda: queue_stats(r, f"sub-{tag}")[b"pushed"] == 11)
+    r.xadd(f"tmp-{tag}", {"x": 1})
+    r.rename(f"tmp-{tag}", f"renamed-{tag}")
+    r.xadd(f"gone-{tag}", {"x": 1})
+    r.delete(f"gone-{tag}")
+
+
+def state_of(r: redis.Redis, tag: str) -> list[object]:
+    """What a client reads of that state."""
+    return [
+        r.xrange(f"s-{tag}"),
+        r.xinfo_groups(f"s-{tag}"),
+        r.xpending(f"s-{tag}", "g"),
+        r.xlen(f"s-{tag}"),
+        queue_stats(r, f"q-{tag}"),
+        queue_stats(r, f"sub-{tag}"),
+        r.xrange(f"sub-{tag}"),
+        r.execute_command("Q.SCHEMA", "GET", f"q-{tag}"),
+        r.exists(f"renamed-{tag}", f"tmp-{tag}", f"gone-{tag}"),
+        sorted(r.keys("*")),
+    ]
+
+
+def queue_stats(r: redis.Redis, queue: str) -> dict[bytes, object]:
+    """Q.STATS but for the age of the oldest message, which grows as it is read."""
+    stats = dict(r.execute_command("Q.STATS", queue))
+    del stats[b"oldest_visible_age_ms"]
+    return stats

@@ -3,7 +3,6 @@ reads on the replica and writes refused, restart after kill -9, ROLE and INFO.""
 
 from __future__ import annotations
 
-import json
 import subprocess
 import threading
 
@@ -11,63 +10,17 @@ import pytest
 import redis
 
 from tests.replication.cluster import (
+    SCHEMA,
     assert_same_logs,
     follow,
     group,
     offset,
+    queue_stats,
+    state_of,
     wait_synced,
+    write_everything,
 )
 from tests.servers import NaradProcess, wait_until
-
-SCHEMA = json.dumps({"type": "object", "required": ["n"]})
-
-
-def _write_everything(r: redis.Redis, tag: str) -> None:
-    """Streams, groups and their deliveries and acks, a queue with deliveries, a
-    schema, renames and deletes: every kind of change a commit can carry."""
-    for i in range(20):
-        r.xadd(f"s-{tag}", {"i": i})
-    r.xgroup_create(f"s-{tag}", "g", id="0")
-    got = r.xreadgroup("g", "c1", {f"s-{tag}": ">"}, count=5)
-    r.xack(f"s-{tag}", "g", *[mid for mid, _ in got[0][1][:3]])
-    r.xtrim(f"s-{tag}", maxlen=15)
-    r.execute_command("Q.CREATE", f"q-{tag}", "VISIBILITY", 30000)
-    for i in range(10):
-        r.execute_command("Q.PUSH", f"q-{tag}", json.dumps({"n": i}))
-    popped = r.execute_command("Q.POP", f"q-{tag}", "COUNT", 4)
-    r.execute_command("Q.ACK", f"q-{tag}", popped[0][b"receipt"])
-    r.execute_command("Q.SCHEMA", "SET", f"q-{tag}", SCHEMA)
-    r.execute_command("Q.CREATE", f"sub-{tag}", "MAXRECEIVES", 3)
-    r.execute_command("Q.SUBSCRIBE", f"sub-{tag}", f"q-{tag}", "FROM", "EARLIEST")
-    r.execute_command("Q.PUSH", f"q-{tag}", json.dumps({"n": 99}))  # copied by fan-out
-    wait_until(lambda: _stats(r, f"sub-{tag}")[b"pushed"] == 11)
-    r.xadd(f"tmp-{tag}", {"x": 1})
-    r.rename(f"tmp-{tag}", f"renamed-{tag}")
-    r.xadd(f"gone-{tag}", {"x": 1})
-    r.delete(f"gone-{tag}")
-
-
-def _state(r: redis.Redis, tag: str) -> list[object]:
-    """What a client reads of that state."""
-    return [
-        r.xrange(f"s-{tag}"),
-        r.xinfo_groups(f"s-{tag}"),
-        r.xpending(f"s-{tag}", "g"),
-        r.xlen(f"s-{tag}"),
-        _stats(r, f"q-{tag}"),
-        _stats(r, f"sub-{tag}"),
-        r.xrange(f"sub-{tag}"),
-        r.execute_command("Q.SCHEMA", "GET", f"q-{tag}"),
-        r.exists(f"renamed-{tag}", f"tmp-{tag}", f"gone-{tag}"),
-        sorted(r.keys("*")),
-    ]
-
-
-def _stats(r: redis.Redis, queue: str) -> dict[bytes, object]:
-    """Q.STATS but for the age of the oldest message, which grows as it is read."""
-    stats = dict(r.execute_command("Q.STATS", queue))
-    del stats[b"oldest_visible_age_ms"]
-    return stats
 
 
 def test_replicas_catch_up_then_follow_every_kind_of_change(tmp_path):
@@ -76,17 +29,17 @@ def test_replicas_catch_up_then_follow_every_kind_of_change(tmp_path):
     nodes = [leader, *replicas]
     try:
         r = leader.client()
-        _write_everything(r, "before")  # caught up from position 0
+        write_everything(r, "before")  # caught up from position 0
         for replica in replicas:
             follow(replica, leader)
         wait_synced(leader, replicas)
-        _write_everything(r, "live")  # followed as it is committed
+        write_everything(r, "live")  # followed as it is committed
         position = wait_synced(leader, replicas)
         assert position > 0
         for tag in ("before", "live"):
-            want = _state(r, tag)
+            want = state_of(r, tag)
             for replica in replicas:
-                assert _state(replica.client(), tag) == want
+                assert state_of(replica.client(), tag) == want
     finally:
         for node in nodes:
             node.stop()
@@ -124,7 +77,7 @@ def test_a_replica_serves_reads_and_refuses_every_write(tmp_path):
         with pytest.raises(redis.ResponseError, match="Transaction discarded"):
             one.execute_command("EXEC")
         assert rr.xlen("s") == 1
-        assert _stats(rr, "q") == _stats(r, "q")
+        assert queue_stats(rr, "q") == queue_stats(r, "q")
         assert offset(replica) == offset(leader)
 
         # A blocked XREAD on the replica wakes when the leader's entry arrives.
