@@ -189,7 +189,7 @@ class Server:
     def after_commit(self, committed: bool) -> None:
         keyspace = self.keyspace
         if committed and self.replication.leader.links:
-            self.replication.leader.pump_all()
+            self.replication.leader.pump_all()  # a commit's last parts, or a resumed link
         keyspace.remove_doomed()
         if keyspace.checkpoint_due():
             keyspace.checkpointer.begin(asyncio.get_running_loop())

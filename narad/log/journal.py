@@ -38,7 +38,7 @@ import os
 import struct
 import threading
 import time
-from collections.abc import Iterable, Iterator
+from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -266,6 +266,11 @@ class Journal:
         # wrote, as in the file: what the leader sends its replicas from memory.
         self.tail: tuple[int, bytearray] = (self.position, bytearray())
         self.tail_records = 0
+        # Called once a commit's records are in the journal's file, before the fsync
+        # that makes them durable under `always`: the leader sends them to its
+        # replicas then, so that their fsyncs run while this one does. (A replica may
+        # so hold a commit this node never made durable: it was not acknowledged.)
+        self.written: Callable[[], None] | None = None
         self._stop = threading.Event()
         self._thread: threading.Thread | None = None
         if policy is FsyncPolicy.EVERYSEC:
@@ -501,6 +506,8 @@ class Journal:
         if journal.active.base_offset != self._newest:  # the journal rolled
             self._record_newest(journal.active.base_offset)
         self.stats.bytes += journal.size_bytes - before
+        if self.written is not None:
+            self.written()
         if self.policy is FsyncPolicy.ALWAYS and journal.sync():
             self.stats.fsyncs += 1
 

@@ -1,14 +1,15 @@
-"""A replica's apply: its leader's commits into this node's journal, logs and state.
+"""A replica's apply: its leader's commits into this node's logs and state.
 
 A replica is a node forever recovering from its leader's journal (docs/design.md):
 each commit the leader sends is appended to this node's journal byte for byte (so a
-position names the same commits on every node of one history), held as this node's
-fsync policy holds a commit (durable under `always`), and then each change is
-applied as recovery applies it (narad/log/recovery.py's `take_records`) and, since
-this node is running, to its in-memory state through the same handlers replay uses: metadata ops by
-`Keyspace.follow_meta`, state ops by `Stream.follow`; entries need only the stream's
-counters. Start moves are made in memory and become durable at this node's next
-checkpoint, as the leader's own do.
+position names the same commits on every node of one history) and held as this
+node's fsync policy holds a commit (durable under `always`; narad/replication/
+follower.py does that, and acknowledges it). Then each change is applied as
+recovery applies it (narad/log/recovery.py's `take_records`) and, since this node
+is running, to its in-memory state through the same handlers replay uses: metadata
+ops by `Keyspace.follow_meta`, state ops by `Stream.follow`; entries need only the
+stream's counters. Start moves are made in memory and become durable at this node's
+next checkpoint, as the leader's own do.
 
 Nothing here runs a write of this node's own: every change is the leader's.
 
@@ -37,14 +38,11 @@ class Diverged(Exception):
     leader's (the link stops; docs/replication.md)."""
 
 
-def apply_commits(keyspace: Keyspace, parts: list[tuple[memoryview, list[Record]]]) -> None:
-    """Append the leader's journal records of `parts` (each: frames, and the records
-    scanned from them; together whole commits, the first at this journal's position)
-    to this node's journal, as its fsync policy makes a commit (durable under `always`,
-    appended otherwise), then apply each commit. Raises
-    LogFailed when the journal cannot be written (the node must stop, as after a
-    failed commit), Diverged when a commit cannot be applied."""
-    keyspace.journal.append_followed(parts)
+def apply_appended(keyspace: Keyspace, parts: list[tuple[memoryview, list[Record]]]) -> None:
+    """Apply the leader's journal records of `parts` (each: frames, and the records
+    scanned from them; together whole commits), which this node's journal has just
+    taken (`Journal.append_followed`). Raises Diverged when a commit cannot be
+    applied."""
     for _, changes, body in whole_commits(rec for _, records in parts for rec in records):
         _apply(keyspace, changes, body)
 

@@ -21,6 +21,7 @@ from __future__ import annotations
 
 import asyncio
 import logging
+import os
 import time
 from typing import TYPE_CHECKING, Any
 
@@ -30,7 +31,7 @@ import hiredis
 from narad.log import LogFailed, format
 from narad.log.journal import FLAG_CONTINUES
 from narad.replication import wire
-from narad.replication.apply import Diverged, apply_commits
+from narad.replication.apply import Diverged, apply_appended
 from narad.replication.fullcopy import CopyIn
 from narad.replication.wire import LinkError
 from narad.resp.encoder import encode_request
@@ -88,10 +89,12 @@ class Follower:
                 await self._session()
             except Exception as raised:  # one session's end: the link is tried again
                 exc = _first(raised)
-                if isinstance(exc, LogFailed):
+                if isinstance(exc, (LogFailed, Diverged)):
+                    # The journal may hold commits the logs did not take: stop, and let
+                    # the next start's recovery (which applies the journal) say more.
                     self.server.commit_failed(f"following the leader: {exc}", 0)
                     return
-                if isinstance(exc, (LinkError, Diverged)):
+                if isinstance(exc, LinkError):
                     self._broken(str(exc), logging.ERROR)
                 elif isinstance(exc, LINK_LOST):
                     self._broken(f"link lost: {type(exc).__name__}: {exc}")
@@ -187,18 +190,17 @@ class Follower:
             raise LinkError(f"the leader refused to sync: {reply}")
 
     async def _follow(self, link: _Link) -> None:
-        keyspace = self.server.keyspace
         while True:
             messages = await link.receive()
             self.last_io_s = time.monotonic()
-            applied = False
+            whole: list[tuple[memoryview, list[format.Record]]] = []  # whole commits
             for message in messages:
                 if not (isinstance(message, list) and message):
                     raise LinkError(f"unexpected message from the leader: {message!r:.100}")
                 kind = message[0]
                 copy = self.copy
                 if kind == b"journal" and len(message) == 3 and copy is None:
-                    applied |= self._take(int(message[1]), message[2])
+                    self._take(int(message[1]), message[2], whole)
                 elif kind == b"copy-records" and len(message) == 4 and copy is not None:
                     copy.records(int(message[1]), int(message[2]), message[3])
                 elif kind == b"copy-log" and len(message) == 4 and copy is not None:
@@ -210,21 +212,23 @@ class Follower:
                     self.server.install_copy()
                     self.copy = None
                     self.state = "connected"
-                    applied = True
+                    link.send_now(self._ack())
                 elif kind == b"ping" and len(message) == 3:
                     self.leader_position = int(message[1])
                     self.leader_epoch = max(self.leader_epoch, int(message[2]))
                 else:
                     raise LinkError(f"unexpected message from the leader: {message!r:.100}")
-            if applied:
-                self.leader_position = max(self.leader_position, keyspace.journal.position)
-                self.server.barrier.schedule()  # wake readers, checkpoint when due
-                await link.send(self._ack())
+            if whole:
+                self._commit(link, whole)
 
-    def _take(self, first: int, frames: bytes) -> bool:
-        """Take one `journal` message; whether commits were applied."""
-        keyspace = self.server.keyspace
-        expected = keyspace.journal.position + sum(len(recs) for _, recs in self._parts)
+    def _take(
+        self, first: int, frames: bytes, whole: list[tuple[memoryview, list[format.Record]]]
+    ) -> None:
+        """Take one `journal` message: its records go to `whole` once their commit is
+        whole (a commit in several records waits in `_parts` for its last one)."""
+        expected = self.server.keyspace.journal.position + sum(
+            len(recs) for _, recs in (*whole, *self._parts)
+        )
         if first != expected:
             raise LinkError(f"the leader sent position {first}, this node expected {expected}")
         records, used, status, detail = format.scan(frames, 0, 0, 1 << 30)
@@ -233,11 +237,23 @@ class Follower:
         if records[0].offset != first:
             raise LinkError(f"frames for position {records[0].offset} sent as {first}")
         self._parts.append((memoryview(frames), records))
-        if records[-1].flags & FLAG_CONTINUES:
-            return False
-        parts, self._parts = self._parts, []
-        apply_commits(keyspace, parts)
-        return True
+        if not records[-1].flags & FLAG_CONTINUES:
+            whole += self._parts
+            self._parts = []
+
+    def _commit(self, link: _Link, whole: list[tuple[memoryview, list[format.Record]]]) -> None:
+        """Append the leader's whole commits `whole` to this node's journal (one write,
+        and one fsync under `always`), acknowledge them, then apply them. The ack
+        leaves before the apply, since the journal holds them as the fsync policy
+        holds a commit (the logs and the state are rebuilt from the journal after a
+        crash), and nothing else runs in between: a checkpoint, a read or a promotion
+        must never find the journal ahead of the logs."""
+        keyspace = self.server.keyspace
+        keyspace.journal.append_followed(whole)
+        link.send_now(self._ack())
+        apply_appended(keyspace, whole)
+        self.leader_position = max(self.leader_position, keyspace.journal.position)
+        self.server.barrier.schedule()  # wake readers, checkpoint when due
 
     def _ack(self) -> bytes:
         if self.copy is not None:
@@ -250,21 +266,38 @@ class Follower:
     async def _ack_every_second(self, link: _Link) -> None:
         while True:
             await anyio.sleep(ACK_INTERVAL_S)
-            await link.send(self._ack())
+            link.send_now(self._ack())
 
 
 class _Link:
     """A connection to the leader: requests and replies, then its pushed messages."""
 
-    def __init__(self, stream: anyio.abc.ByteStream, timeout_s: int) -> None:
+    def __init__(self, stream: anyio.abc.SocketStream, timeout_s: int) -> None:
         self.stream = stream
         self.timeout_s = timeout_s
         self.reader = hiredis.Reader(encoding=None)
-        self._lock = anyio.Lock()
+        self._fd = stream.extra(anyio.abc.SocketAttribute.raw_socket).fileno()
+        self._unsent = bytearray()
 
     async def send(self, data: bytes) -> None:
-        async with self._lock:
-            await self.stream.send(data)
+        """Send a request of the handshake."""
+        await self.stream.send(data)
+
+    def send_now(self, data: bytes) -> None:
+        """Write `data` to the socket at once, without waiting (acks, from the
+        handshake's end on: see Follower._commit). What the socket does not take now
+        is written first at the next call, at least once a second. Never raises: a
+        broken link is for `receive` to find, and an ack that cannot leave must not
+        stop the apply that follows it."""
+        self._unsent += data
+        try:
+            sent = os.write(self._fd, self._unsent)
+        except BlockingIOError:
+            return
+        except OSError:
+            self._unsent.clear()
+            return
+        del self._unsent[:sent]
 
     async def call(self, *args: Any) -> str:
         """Send one request; its reply as text, or LinkError for an error reply."""

@@ -75,6 +75,7 @@ class Replication:
         server = self.server
         server.barrier.released_at_commit = self.leader.released_at_commit
         server.keyspace.held_for_replicas = self.leader.held
+        server.keyspace.journal.written = self.leader.pump_all
         target = replica_of(server.config["replicaof"]) or self._remembered()
         if target is not None:
             self._follow(*target)
@@ -153,6 +154,7 @@ class Replication:
         server = self.server
         server.config.put("replicaof", "no one")
         journal = server.keyspace.journal
+        journal.written = self.leader.pump_all  # a journal reopened since start has none
         epoch = max(journal.epoch, seen) + 1
         journal.begin_epoch(epoch)
         with contextlib.suppress(FileNotFoundError):

@@ -60,14 +60,15 @@ def assert_same_logs(nodes: list[NaradProcess]) -> None:
     """Every log that two stopped nodes both hold has the same record at each offset
     both hold (a start that moved further on one node is not a difference)."""
     first, *others = [digests(node) for node in nodes]
-    for other in others:
+    for node, other in zip(nodes[1:], others, strict=True):
         assert first.keys() == other.keys(), (sorted(first), sorted(other))
         for folder, records in first.items():
             theirs = other[folder]
             both = records.keys() & theirs.keys()
             assert {k: records[k] for k in both} == {k: theirs[k] for k in both}, folder
             if records and theirs:  # the same end
-                assert max(records) == max(theirs), folder
+                ends = (folder, nodes[0].folder.name, max(records), node.folder.name, max(theirs))
+                assert max(records) == max(theirs), ends
 
 
 @contextmanager
