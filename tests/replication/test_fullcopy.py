@@ -117,8 +117,10 @@ def _wait_copying(replica: NaradProcess) -> None:
     incoming = replica.folder / "data" / INCOMING
 
     def copying() -> bool:
-        info = replica.client().info("replication")
-        if info["master_sync_in_progress"] != 1 or not (incoming / "streams").is_dir():
+        if not (incoming / "streams").is_dir():  # first: the copy has begun...
+            return False
+        info = replica.client().info("replication")  # ...and INFO sees it, or its end
+        if info["master_sync_in_progress"] != 1:
             return False
         assert info["master_sync_total_bytes"] > 0 and info["master_link_status"] == "down"
         return True
