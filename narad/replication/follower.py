@@ -3,16 +3,19 @@ this node follows it (REPLICAOF host port, or `replicaof` in the config).
 
 The link runs on anyio, in a task of its own: connect (bounded by `repl-timeout`),
 the handshake (narad/replication/wire.py), then a loop that takes the leader's
-journal as it comes, applies whole commits (narad/replication/apply.py) and
-acknowledges the position once it holds it as its fsync policy holds a commit (durable
-under `always`, appended under `everysec` and `no`). Acks also go out once a second,
+journal as it comes (or first a full copy: narad/replication/fullcopy.py), appends
+the whole commits of each read to this node's journal, acknowledges the position
+once the journal holds it as its fsync policy holds a commit (durable under
+`always`, appended under `everysec` and `no`), and then applies them
+(narad/replication/apply.py). Acks also go out once a second,
 so the leader sees the link live and the fsynced position advance under `fsync
 everysec`. A link that breaks, times out or is refused is retried after
 RETRY_S; cancelling the task (REPLICAOF NO ONE, another REPLICAOF, shutdown) ends it
 wherever it waits.
 
-Commits are applied between two awaits, on the event loop thread, so that clients of
-this node see each commit whole. A commit larger than a journal record
+A read's commits are appended, acknowledged and applied between two awaits, on the
+event loop thread, so that clients of this node see each commit whole and nothing
+finds the journal ahead of the logs. A commit larger than a journal record
 (FLAG_CONTINUES parts) is kept in memory until its last part came, so this node's
 journal always ends at a commit boundary.
 """
