@@ -140,18 +140,14 @@ class Keyspace:
         self.loaded_s = time.monotonic() - start
         logger.info("opened %d streams in %.3f s", sum(len(db) for db in self.dbs), self.loaded_s)
 
-    def reopen_truncated(self, position: int) -> None:
-        """Close, cut the history back to its first `position` commits
-        (narad/log/truncation.py: crash-safe), and open again on what is left."""
+    def reopen(self, truncate_to: int | None = None) -> None:
+        """Close and open again: with `truncate_to`, on the history cut back to its
+        first `truncate_to` commits (narad/log/truncation.py: crash-safe); and on the
+        complete full copy in `incoming/`, if there is one, in place of this data
+        dir's (narad/log/install.py, as every open does)."""
         self.close()
-        truncation.truncate(self.root, position)
-        self._init_state()
-        self.open()
-
-    def reopen_installed(self) -> None:
-        """Close, and open again on the complete copy in `incoming/` that replaces
-        this data dir's (narad/log/install.py)."""
-        self.close()
+        if truncate_to is not None:
+            truncation.truncate(self.root, truncate_to)
         self._init_state()
         self.open()
 

@@ -188,8 +188,6 @@ class Server:
 
     def after_commit(self, committed: bool) -> None:
         keyspace = self.keyspace
-        if committed and self.replication.leader.links:
-            self.replication.leader.pump_all()  # a commit's last parts, or a resumed link
         keyspace.remove_doomed()
         if keyspace.checkpoint_due():
             keyspace.checkpointer.begin(asyncio.get_running_loop())
@@ -211,19 +209,13 @@ class Server:
             self.exit_status = 1
             self.request_shutdown()
 
-    def truncate_history(self, position: int) -> None:
-        """Cut this node's history back to `position` (a replica whose new leader
-        lacks the commits after it: narad/replication/follower.py), crash-safe, and
-        reopen the keyspace on what is left."""
+    def reopen_keyspace(self, truncate_to: int | None = None) -> None:
+        """Reopen the keyspace on a replica's data as its follower changed it
+        (narad/replication/follower.py): with `truncate_to`, its history cut back to
+        that many commits (a new leader lacks those after), crash-safe; else a
+        complete full copy put in place of its data (`Keyspace.reopen`)."""
         self.barrier.end_of_iteration()  # replies of reads so far leave first
-        self.keyspace.reopen_truncated(position)
-
-    def install_copy(self) -> None:
-        """Put the complete full copy in `<dir>/incoming/` in place of this node's
-        data (a replica: narad/replication/fullcopy.py), crash-safe, and reopen the
-        keyspace on it."""
-        self.barrier.end_of_iteration()  # replies of reads so far leave first
-        self.keyspace.reopen_installed()
+        self.keyspace.reopen(truncate_to)
 
     # -- WATCH ----------------------------------------------------------------------------
 

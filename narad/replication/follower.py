@@ -188,7 +188,7 @@ class Follower:
                     "event=truncating leader=%s from=%d to=%d (commits the leader's history "
                     "lacks)", self.address, journal.position, position,
                 )
-                self.server.truncate_history(position)
+                self.server.reopen_keyspace(truncate_to=position)
                 continue
             raise LinkError(f"the leader refused to sync: {reply}")
 
@@ -212,7 +212,7 @@ class Follower:
                     position, *pairs = [int(word) for word in message[1:]]
                     epochs = list(zip(pairs[::2], pairs[1::2], strict=True))
                     await copy.finish(position, epochs)
-                    self.server.install_copy()
+                    self.server.reopen_keyspace()  # on the copy, now complete
                     self.copy = None
                     self.state = "connected"
                     link.send_now(self._ack())
@@ -229,9 +229,9 @@ class Follower:
     ) -> None:
         """Take one `journal` message: its records go to `whole` once their commit is
         whole (a commit in several records waits in `_parts` for its last one)."""
-        expected = self.server.keyspace.journal.position + sum(
-            len(recs) for _, recs in (*whole, *self._parts)
-        )
+        taken = self._parts or whole  # records taken, not yet in the journal
+        journal = self.server.keyspace.journal
+        expected = taken[-1][1][-1].offset + 1 if taken else journal.position
         if first != expected:
             raise LinkError(f"the leader sent position {first}, this node expected {expected}")
         records, used, status, detail = format.scan(frames, 0, 0, 1 << 30)
@@ -263,8 +263,7 @@ class Follower:
             return wire.ack(0, 0)  # alive, holding nothing of the leader's history yet
         journal = self.server.keyspace.journal
         position = journal.position
-        fsynced = position if journal.log.durable_end >= position else journal.log.durable_end
-        return wire.ack(position, fsynced)
+        return wire.ack(position, min(position, journal.log.durable_end))
 
     async def _ack_every_second(self, link: _Link) -> None:
         while True:

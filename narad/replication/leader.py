@@ -2,10 +2,11 @@
 
 A replica's link is the client connection that sent PSYNC (narad/replication/wire.py
 has the protocol). From its position on, the leader pushes every commit to it as the
-commit is made, pipelined, with no round trip per commit: the frames of the last
-commit come from memory (`Journal.tail`), anything older from the journal's files, a
-chunk at a time, while the socket's buffer has room (the transport pauses and
-resumes the link). The journal on disk is the backlog.
+commit is written (`Journal.written`, before its fsync), pipelined, with no round
+trip per commit: the frames of the last commit come from memory (`Journal.tail`),
+anything older from the journal's files, a chunk at a time, while the socket's
+buffer has room (the transport pauses and resumes the link). The journal on disk is
+the backlog.
 
 A replica that cannot follow from its own position gets a full copy of the logs
 first (narad/replication/fullcopy.py), sent the same way, and then the journal from
@@ -16,8 +17,7 @@ holds the journal for long.
 
 Each replica acknowledges the position it holds, as its fsync policy holds a commit
 (REPLCONF ACK; FACK is its fsynced position). A commit is *committed* once this node
-and
-`min-replicas-to-ack` replicas: the quorum position is the N-th highest
+and `min-replicas-to-ack` replicas hold it: the quorum position is the N-th highest
 acknowledged position, and the commit barrier releases the replies sealed at or
 below it (narad/barrier.py). Replies still held after `min-replicas-timeout` answer
 NOREPL instead: not acknowledged, they may or may not survive.
@@ -139,16 +139,7 @@ class Leader:
             first, frames = journal.tail
             if link.sent == first and first + journal.tail_records == journal.position:
                 count = journal.tail_records
-            else:
-                if link.sent < journal.log.start_offset:
-                    # Gone since the link began (a checkpoint past the backlog): the
-                    # replica asks again and learns it needs a full copy.
-                    logger.warning(
-                        "event=replica_behind_backlog replica=%s position=%d journal_start=%d",
-                        link.name, link.sent, journal.log.start_offset,
-                    )
-                    link.client.close()
-                    return
+            else:  # checkpoints keep the journal from here (`held`)
                 count, frames = journal.log.read_frames(link.sent, CHUNK_BYTES)  # type: ignore[assignment]
                 if not count:
                     return

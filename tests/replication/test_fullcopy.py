@@ -7,12 +7,15 @@ from __future__ import annotations
 
 import shutil
 import signal
+from collections.abc import Iterator
+from contextlib import contextmanager
 
 from narad.log import checkpoint
 from narad.log.install import COMPLETE, INCOMING
 from tests.replication.cluster import (
     assert_same_logs,
     follow,
+    group,
     state_of,
     wait_synced,
     write_everything,
@@ -42,6 +45,17 @@ def _journal_start(node: NaradProcess) -> int:
 
 def _copies(node: NaradProcess) -> int:
     return node.log().count("event=full_copy_received")
+
+
+@contextmanager
+def stopped(node: NaradProcess) -> Iterator[None]:
+    """`node` SIGSTOPped for the block, then SIGCONTed (also when the block fails)."""
+    assert node.proc is not None
+    node.proc.send_signal(signal.SIGSTOP)
+    try:
+        yield
+    finally:
+        node.proc.send_signal(signal.SIGCONT)
 
 
 def _stop_all(nodes: list[NaradProcess]) -> None:
@@ -138,14 +152,12 @@ def test_a_full_copy_stays_whole_while_the_leader_trims_deletes_and_checkpoints(
         wait_until(lambda: _journal_start(leader) > 0, timeout=20)
         follow(replica, leader)
         _wait_copying(replica)
-        assert replica.proc is not None
-        replica.proc.send_signal(signal.SIGSTOP)  # the copy waits half way
         r = leader.client()
-        for i in range(0, 100, 2):
-            r.xtrim(f"bulk{i}", maxlen=5)  # starts move past what the copy names
-        r.delete(*[f"bulk{i}" for i in range(1, 100, 4)])
-        _fill(leader, 4, streams=10)  # checkpoints, which would delete segments
-        replica.proc.send_signal(signal.SIGCONT)
+        with stopped(replica):  # the copy waits half way
+            for i in range(0, 100, 2):
+                r.xtrim(f"bulk{i}", maxlen=5)  # starts move past what the copy names
+            r.delete(*[f"bulk{i}" for i in range(1, 100, 4)])
+            _fill(leader, 4, streams=10)  # checkpoints, which would delete segments
         wait_synced(leader, [replica], timeout=90)
         assert _copies(replica) == 1
         assert "event=full_copy_failed" not in leader.log()
@@ -207,47 +219,31 @@ def test_an_incomplete_copy_is_deleted_at_start_and_the_data_stays(tmp_path):
 
 
 def test_a_stopped_replica_keeps_its_place_in_the_journal_while_connected(tmp_path):
-    leader = NaradProcess(tmp_path / "leader", SHORT_JOURNAL).start()
-    replica = NaradProcess(tmp_path / "replica").start()
-    nodes = [leader, replica]
-    try:
-        follow(replica, leader)
-        wait_synced(leader, [replica])
-        assert replica.proc is not None
-        replica.proc.send_signal(signal.SIGSTOP)
-        # More than the socket buffers hold: most of it stays in the journal, which
-        # checkpoints then keep for the replica, past the backlog of 0 bytes.
-        _fill(leader, 40)
-        wait_until(lambda: _journal_start(leader) > 0, timeout=20)  # checkpoints ran
-        assert leader.client().info("replication")["connected_slaves"] == 1
-        replica.proc.send_signal(signal.SIGCONT)
+    with group(tmp_path, 1, SHORT_JOURNAL) as nodes:
+        leader, replica = nodes
+        with stopped(replica):
+            # More than the socket buffers hold: most of it stays in the journal,
+            # which checkpoints then keep for the replica, past the backlog of 0 bytes.
+            _fill(leader, 40)
+            wait_until(lambda: _journal_start(leader) > 0, timeout=20)  # checkpoints ran
+            assert leader.client().info("replication")["connected_slaves"] == 1
         wait_synced(leader, [replica], timeout=30)
         assert _copies(replica) == 0  # it went on with the journal
-    finally:
-        _stop_all(nodes)
     assert_same_logs(nodes)
 
 
 def test_a_replica_silent_for_repl_timeout_is_dropped_and_comes_back(tmp_path):
-    leader = NaradProcess(tmp_path / "leader", ["--repl-timeout", "2"]).start()
-    replica = NaradProcess(tmp_path / "replica").start()
-    nodes = [leader, replica]
-    try:
-        follow(replica, leader)
-        wait_synced(leader, [replica])
-        assert replica.proc is not None
-        replica.proc.send_signal(signal.SIGSTOP)
+    with group(tmp_path, 1, ["--repl-timeout", "2"]) as nodes:
+        leader, replica = nodes
 
         def slaves() -> int:
             return int(leader.client().info("replication")["connected_slaves"])
 
-        wait_until(lambda: slaves() == 0, timeout=10)
-        assert "event=replica_timed_out" in leader.log()
-        leader.client().xadd("after", {"x": 1})
-        replica.proc.send_signal(signal.SIGCONT)
+        with stopped(replica):
+            wait_until(lambda: slaves() == 0, timeout=10)
+            assert "event=replica_timed_out" in leader.log()
+            leader.client().xadd("after", {"x": 1})
         wait_until(lambda: slaves() == 1, timeout=10)
         wait_synced(leader, [replica])
         assert replica.client().xlen("after") == 1
-    finally:
-        _stop_all(nodes)
     assert_same_logs(nodes)
