@@ -178,7 +178,10 @@ def _class(draw: st.DrawFn) -> str:
     dash = draw(st.sampled_from(["", "-first", "-last"]))
     body = "".join(items)
     body = "-" + body if dash == "-first" else body + "-" if dash == "-last" else body
-    return "[" + draw(st.sampled_from(["", "^"])) + body + "]"
+    negated = draw(st.booleans())
+    if any(f"\\{c}" in items and f"\\{c.upper()}" in items for c in "dws"):
+        negated = False  # [^\d\D] matches nothing, which st.from_regex cannot draw from
+    return "[" + ("^" if negated else "") + body + "]"
 
 
 QUANTIFIER = st.sampled_from(["", "", "?", "*", "+", "{2}", "{0,1}", "{1,}", "{0,3}"])
