@@ -526,5 +526,31 @@ def _add_server(subparsers: Subparsers) -> None:
     parser.set_defaults(run=serve.run)
 
 
+def _add_sentinel(subparsers: Subparsers) -> None:
+    parser = subparsers.add_parser(
+        "sentinel",
+        help="run a sentinel: automatic failover of Narad leaders, as Redis Sentinel",
+        description="Run a sentinel that monitors the leaders its FILE names (Redis"
+        " Sentinel's sentinel.conf syntax; conf/sentinel.conf is an example) and fails"
+        " them over. The sentinel rewrites FILE to record its state.",
+    )
+    parser.add_argument("config_file", metavar="FILE", nargs="?",
+                        help="a sentinel.conf (Redis Sentinel's syntax); it is rewritten")
+    parser.add_argument("--port", dest="overrides", action=serve.Override, metavar="N",
+                        help="the port to listen on (default: the file's, else 26379)")
+    parser.add_argument("--bind", dest="overrides", action=serve.Override, nargs="+",
+                        metavar="ADDR",
+                        help="the addresses to listen on (default: the file's, else 127.0.0.1)")
+    parser.set_defaults(overrides=[], run=_run_sentinel)
+
+
+def _run_sentinel(args: argparse.Namespace) -> int:
+    from narad.sentinel import serve as sentinel_serve
+
+    return sentinel_serve.run(args)
+
+
 # Every subcommand, in the order `narad --help` lists them. Add new ones here.
-SUBCOMMANDS: list[Callable[[Subparsers], None]] = [_add_server, _add_check, _add_dump]
+SUBCOMMANDS: list[Callable[[Subparsers], None]] = [
+    _add_server, _add_sentinel, _add_check, _add_dump,
+]

@@ -266,7 +266,7 @@ def _replication(s: Server) -> Fields:
         )
     first = journal.log.start_offset
     fields += [
-        ("master_failover_state", "no-failover"),
+        ("master_failover_state", "waiting-for-sync" if replication.draining else "no-failover"),
         ("master_replid", journal.history),
         ("master_replid2", "0" * 40),
         ("master_repl_offset", journal.position),
@@ -276,6 +276,8 @@ def _replication(s: Server) -> Fields:
         ("repl_backlog_first_byte_offset", first),
         ("repl_backlog_histlen", journal.position - first),
         ("narad_epoch", journal.epoch),
+        ("narad_promised_epoch", replication.promised),
+        ("narad_fenced", int(replication.fenced)),
         ("narad_min_replicas_to_ack", config["min-replicas-to-ack"]),
         ("narad_quorum_offset", replication.leader.quorum_position() if follower is None else -1),
     ]

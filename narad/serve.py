@@ -49,6 +49,10 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         metavar="FILE",
         help="a narad.conf (same as the positional)",
     )
+    parser.add_argument(
+        "--sentinel", action="store_true",
+        help="run a sentinel instead, with FILE as its sentinel.conf (as narad sentinel FILE)",
+    )
     parser.set_defaults(overrides=[])
     groups: dict[str, argparse._ArgumentGroup] = {}
     for setting in SETTINGS:
@@ -59,7 +63,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
             )
         group.add_argument(
             *(f"--{name}" for name in setting.names()),
-            action=_Override,
+            action=Override,
             dest="overrides",
             nargs="+" if setting.kind.multi_arg else None,
             metavar=_metavar(setting),
@@ -96,7 +100,7 @@ class _HelpFormatter(argparse.HelpFormatter):
         return textwrap.wrap(" ".join(text.split()), width, break_on_hyphens=False)
 
 
-class _Override(argparse.Action):
+class Override(argparse.Action):
     """Keeps each setting flag, as typed, with its words, in command-line order:
     Config.load reads them as lines appended to the config file."""
 
@@ -143,6 +147,11 @@ def set_log_level(name: object) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
+    if args.sentinel:
+        from narad.sentinel import serve as sentinel_serve
+
+        args.config_file = args.config_flag or args.config_file
+        return sentinel_serve.run(args)
     # Imported here so that `narad check` and `narad dump` start fast.
     import asyncio
 
@@ -164,7 +173,7 @@ def run(args: argparse.Namespace) -> int:
     server = Server(config)
     pidfile = PidFile(str(config["pidfile"]))
     try:
-        with asyncio.Runner(loop_factory=_loop_factory()) as runner:
+        with asyncio.Runner(loop_factory=loop_factory()) as runner:
             runner.run(server.serve(ready=lambda port: pidfile.write()))
     except DataDirBusy as exc:
         print(f"narad: {exc}", file=sys.stderr)
@@ -225,7 +234,7 @@ def raise_open_files_limit() -> None:
     logging.getLogger("narad.server").info("open files limit raised from %d to %d", soft, hard)
 
 
-def _loop_factory() -> Callable[[], asyncio.AbstractEventLoop] | None:
+def loop_factory() -> Callable[[], asyncio.AbstractEventLoop] | None:
     """uvloop's event loop where it is installed, else asyncio's own."""
     try:
         import uvloop

@@ -345,7 +345,9 @@ def test_subcommands_are_registered_in_one_place() -> None:
     parser = cli.build_parser()
     names = {action.dest for action in parser._actions}
     assert "command" in names
-    assert [add.__name__ for add in cli.SUBCOMMANDS] == ["_add_server", "_add_check", "_add_dump"]
+    assert [add.__name__ for add in cli.SUBCOMMANDS] == [
+        "_add_server", "_add_sentinel", "_add_check", "_add_dump",
+    ]
 
 
 # -- narad dump ----------------------------------------------------------------------

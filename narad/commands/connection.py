@@ -45,6 +45,36 @@ def check_password(client: Client, user: bytes, password: bytes) -> None:
         raise WRONGPASS
 
 
+def parse_hello(
+    args: list[bytes], protocol: int
+) -> tuple[int, tuple[bytes, bytes] | None, bytes | None]:
+    """HELLO's arguments: the protocol asked for (else `protocol`), AUTH's user and
+    password if given (redacted in `args`), SETNAME's name if given."""
+    i = 1
+    if len(args) > 1:
+        try:
+            protocol = parse_int(args[1])
+        except CommandError:
+            raise CommandError("Protocol version is not an integer or out of range") from None
+        if protocol not in (2, 3):
+            raise CommandError("unsupported protocol version", "NOPROTO")
+        i = 2
+    auth: tuple[bytes, bytes] | None = None
+    name: bytes | None = None
+    while i < len(args):
+        opt = args[i].lower()
+        if opt == b"auth" and i + 2 < len(args):
+            auth = (args[i + 1], args[i + 2])
+            _redact(args, (i + 1, i + 2))
+            i += 3
+        elif opt == b"setname" and i + 1 < len(args):
+            name = validate_name(args[i + 1])
+            i += 2
+        else:
+            raise CommandError(f"Syntax error in HELLO option '{args[i].decode(errors='replace')}'")
+    return protocol, auth, name
+
+
 def _redact(args: list[bytes], positions: Iterable[int]) -> None:
     """Passwords never reach the slow log (which records `args` after the call)."""
     for i in positions:
@@ -76,30 +106,10 @@ def auth(client: Client, args: list[bytes]) -> Any:
 )
 def hello(client: Client, args: list[bytes]) -> Any:
     """Handshakes with the Redis server."""
-    protocol = client.protocol
-    i = 1
-    if len(args) > 1:
-        try:
-            protocol = parse_int(args[1])
-        except CommandError:
-            raise CommandError("Protocol version is not an integer or out of range") from None
-        if protocol not in (2, 3):
-            raise CommandError("unsupported protocol version", "NOPROTO")
-        i = 2
-    name: bytes | None = None
-    while i < len(args):
-        opt = args[i].lower()
-        if opt == b"auth" and i + 2 < len(args):
-            user, password = args[i + 1], args[i + 2]
-            _redact(args, (i + 1, i + 2))
-            check_password(client, user, password)
-            client.authenticated = True
-            i += 3
-        elif opt == b"setname" and i + 1 < len(args):
-            name = validate_name(args[i + 1])
-            i += 2
-        else:
-            raise CommandError(f"Syntax error in HELLO option '{args[i].decode(errors='replace')}'")
+    protocol, auth, name = parse_hello(args, client.protocol)
+    if auth is not None:
+        check_password(client, *auth)
+        client.authenticated = True
     if not client.authenticated:
         raise CommandError(
             "HELLO must be called with the client already authenticated, otherwise the "

@@ -127,9 +127,16 @@ def psync(client: Client, args: list[bytes]) -> Any:
     history = args[1].decode("utf-8", "replace")
     position = parse_int(args[2])
     epoch = parse_int(args[3]) if len(args) > 3 else 0
+    promised = parse_int(args[4]) if len(args) > 4 else 0  # to a failover (FENCE)
     journal = server.keyspace.journal
     if position < 0 or epoch < 0:
         raise CommandError("the position and the epoch must be at least 0")
+    if promised > journal.epoch:
+        replication.fence(promised)
+        raise CommandError(
+            f"the replica promised a failover epoch {promised}, above this node's "
+            f"{journal.epoch}"
+        )
     ip = client.replconf.get("ip-address") or client.addr.rpartition(":")[0].strip("[]")
     port = int(client.replconf.get("listening-port", "0"))
     # A replica with nothing yet is of this history, as it adopts it.
@@ -164,6 +171,29 @@ def psync(client: Client, args: list[bytes]) -> Any:
     start = copy.position if copy is not None else position
     replication.leader.attach(client, start, ip, port, copy)
     return NO_REPLY
+
+
+# -- a sentinel's failover ---------------------------------------------------------------
+
+
+@command("fence", -2, "admin noscript loading stale", group="server")
+def fence(client: Client, args: list[bytes]) -> Any:
+    """Promises a failover's epoch: no commit of an older leader is taken from now on
+    (a leader steps down; with DRAIN it refuses writes while its replicas catch up);
+    answers the epoch and position of the node's journal (docs/failover.md)."""
+    if len(args) > 3 or (len(args) == 3 and args[2].lower() != b"drain"):
+        raise syntax()
+    epoch = parse_int(args[1])
+    if epoch < 1:
+        raise CommandError("the epoch must be at least 1")
+    return client.server.replication.promise(epoch, len(args) == 3, client)
+
+
+@command("promote", 2, "admin noscript stale", group="server")
+def promote(client: Client, args: list[bytes]) -> Any:
+    """Makes a node fenced for a failover's epoch the leader of that epoch."""
+    client.server.replication.promote(parse_int(args[1]))
+    return OK
 
 
 # -- WAIT, WAITAOF ------------------------------------------------------------------------

@@ -87,6 +87,14 @@ class Follower:
         self.state = "connect"
 
     async def _run(self) -> None:
+        try:
+            await self._keep_following()
+        finally:  # cancelled too: a copy under way is let go
+            if self.copy is not None:
+                self.copy.abandon()
+                self.copy = None
+
+    async def _keep_following(self) -> None:
         while True:
             try:
                 await self._session()
@@ -158,7 +166,12 @@ class Follower:
             journal = keyspace.journal
             epochs = journal.log.epochs
             last_epoch = epochs[-1][0] if epochs else 0
-            reply = await link.call("PSYNC", journal.history, journal.position, last_epoch)
+            # The epoch promised to a failover, if any, refuses (and fences) a leader
+            # below it.
+            promised = self.server.replication.promised
+            reply = await link.call(
+                "PSYNC", journal.history, journal.position, last_epoch, promised
+            )
             words = reply.split()
             if words[:1] == ["CONTINUE"] and len(words) == 4:
                 history, position, epoch = words[1], int(words[2]), int(words[3])

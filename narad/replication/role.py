@@ -18,6 +18,13 @@
   (crash-safe) and follows it again when it starts, unless `replicaof` in the config
   names another; only REPLICAOF NO ONE makes it a leader again. So a replica that
   restarts never writes commits of its own into its leader's epoch.
+- A sentinel's failover (docs/failover.md) first fences the data nodes: FENCE epoch
+  records a promise, durably in `<dir>/fence`, that this node takes no commit of a
+  leader below that epoch (a replica ends its link and asks again with the promise,
+  which fences any older leader it reaches; a leader steps down, or with DRAIN
+  refuses writes while its replicas catch up) and answers what its journal holds.
+  PROMOTE epoch then makes it the leader of exactly the epoch it promised, so each
+  epoch has at most one leader, the one the sentinel elected for it chose.
 
 Owned by the event loop thread.
 """
@@ -50,6 +57,7 @@ NOREPLICAS = CommandError("Not enough good replicas to write.", "NOREPLICAS")
 ACKS_KEY = (-1, b"replica acks")
 TICK_S = 0.1
 ROLE_FILE = "replicaof"  # in the data dir: the leader this node follows
+FENCE_FILE = "fence"  # in the data dir: the highest epoch promised to a failover
 
 
 class Replication:
@@ -63,6 +71,11 @@ class Replication:
         # a newer leader exists, so this one acknowledges nothing (fenced) until
         # REPLICAOF tells it what to do.
         self.fenced_by = 0
+        # The highest epoch this node promised a failover (FENCE): no commit of a
+        # leader below it is taken, and it leads in no other epoch until promoted.
+        self.promised = 0
+        # FENCE ... DRAIN on a leader: writes are refused while its replicas catch up.
+        self.draining = False
         server.config.on_change("min-replicas-to-ack", self._quorum_changed)
         server.config.on_change("repl-backlog-size", self._backlog_changed)
 
@@ -76,6 +89,10 @@ class Replication:
         server.barrier.released_at_commit = self.leader.released_at_commit
         server.keyspace.held_for_replicas = self.leader.held
         server.keyspace.journal.written = self.leader.pump_all
+        lines = checkpoint.read(self._fence_file)
+        self.promised = int(lines[0]) if lines else 0
+        if self.promised > server.keyspace.journal.epoch:
+            server.keyspace.leads = False  # promised a failover: not leading
         target = replica_of(server.config["replicaof"]) or self._remembered()
         if target is not None:
             self._follow(*target)
@@ -107,6 +124,10 @@ class Replication:
     def _role_file(self) -> Path:
         return self.server.keyspace.root / ROLE_FILE
 
+    @property
+    def _fence_file(self) -> Path:
+        return self.server.keyspace.root / FENCE_FILE
+
     def _remembered(self) -> tuple[str, int] | None:
         """The leader this data dir followed when its server stopped, if any."""
         lines = checkpoint.read(self._role_file)
@@ -131,8 +152,60 @@ class Replication:
         self._step_down(None)
         self.update_refusal()
 
+    # -- a sentinel's failover (FENCE, PROMOTE) ------------------------------------------
+
+    def promise(self, epoch: int, drain: bool, caller: Client) -> dict[bytes, object]:
+        """FENCE: take no commit of a leader below `epoch` from now on (durably), and
+        answer what this node's journal holds, for the failover to pick the node
+        that holds every committed write."""
+        journal = self.server.keyspace.journal
+        if epoch <= max(self.promised, journal.epoch):
+            raise CommandError(
+                f"epoch {epoch} is not above this node's epoch {journal.epoch} and "
+                f"promise {self.promised}", "STALE",
+            )
+        checkpoint.write(self._fence_file, [str(epoch)])
+        self.promised = epoch
+        follower = self.follower
+        if follower is not None:  # nothing more from the old link: ask again, promising
+            follower.stop()
+            self.follower = Follower(self.server, follower.host, follower.port)
+            self.follower.start()
+        elif drain:
+            self.draining = True
+            self.server.keyspace.leads = False
+            if journal.pending:
+                self.server.barrier.commit_now()
+            self.update_refusal()
+            logger.warning("event=draining epoch=%d position=%d", epoch, journal.position)
+        else:
+            logger.warning("event=fenced epoch_promised=%d own_epoch=%d", epoch, journal.epoch)
+            self.server.keyspace.leads = False
+            self._step_down(caller)
+            self.update_refusal()
+        epochs = journal.log.epochs
+        copying = follower is not None and follower.copy is not None
+        return {
+            b"epoch": epochs[-1][0] if epochs else 0,
+            b"position": journal.position,
+            b"history": journal.history.encode(),
+            b"role": b"slave" if follower is not None else b"master",
+            b"copying": int(copying),
+        }
+
+    def promote(self, epoch: int) -> None:
+        """PROMOTE: lead in `epoch`, the epoch this node last promised."""
+        if epoch != self.promised:
+            raise CommandError(
+                f"epoch {epoch} is not the one this node promised ({self.promised})", "STALE"
+            )
+        if self.follower is None and not self._refuses_writes():
+            raise CommandError("this node leads already")
+        self.no_one(epoch)
+
     def _follow(self, host: str, port: int) -> None:
         self.fenced_by = 0
+        self.draining = False
         self.server.keyspace.leads = False
         checkpoint.write(self._role_file, [f"{host} {port}"])
         self.server.config.put("replicaof", f"{host} {port}")
@@ -141,21 +214,28 @@ class Replication:
         self.update_refusal()
         logger.warning("event=following leader=%s:%d", host, port)
 
-    def no_one(self) -> None:
-        """Stop following and lead, in an epoch above every one seen."""
-        follower, self.follower = self.follower, None
-        if follower is None and not self.fenced_by:
+    def no_one(self, epoch: int = 0) -> None:
+        """Stop following and lead, in `epoch` (PROMOTE) or else in an epoch above
+        every one seen and promised."""
+        journal = self.server.keyspace.journal
+        follower = self.follower
+        # Fenced by a replica's promise of the very epoch this node promised too: that
+        # is this failover's, not a newer leader's.
+        fenced = self.fenced_by if self.fenced_by > self.promised else 0
+        seen = max(fenced, journal.epoch, follower.leader_epoch if follower else 0)
+        if epoch and epoch <= seen:
+            raise CommandError(f"epoch {epoch} is not above epoch {seen}, seen", "STALE")
+        if follower is None and not self._refuses_writes():
             return
-        seen = self.fenced_by
+        self.follower = None
         if follower is not None:
             follower.stop()
-            seen = max(seen, follower.leader_epoch)
         self.fenced_by = 0
+        self.draining = False
         server = self.server
         server.config.put("replicaof", "no one")
-        journal = server.keyspace.journal
         journal.written = self.leader.pump_all  # a journal reopened since start has none
-        epoch = max(journal.epoch, seen) + 1
+        epoch = epoch or max(seen, self.promised) + 1
         journal.begin_epoch(epoch)
         with contextlib.suppress(FileNotFoundError):
             self._role_file.unlink()
@@ -182,12 +262,25 @@ class Replication:
         """What the dispatcher answers a write with, before running it, if anything."""
         dispatch = self.server.dispatch
         quorum = self.leader.quorum
-        if self.follower is not None or self.fenced_by:
+        if self.follower is not None or self._refuses_writes():
             dispatch.refusal = READONLY
         elif quorum and self.leader.good_replicas() < quorum:
             dispatch.refusal = NOREPLICAS
         else:
             dispatch.refusal = None
+
+    @property
+    def fenced(self) -> bool:
+        """A leader that refuses writes: a newer epoch exists or was promised, or it
+        drains (INFO narad_fenced). Sentinels fail over a leader fenced for longer
+        than `down-after-milliseconds`."""
+        return self.follower is None and self._refuses_writes()
+
+    def _refuses_writes(self) -> bool:
+        """A leader that may not take writes: fenced by a newer leader, draining, or
+        holding a promise to a failover above its epoch."""
+        journal = self.server.keyspace.journal
+        return bool(self.fenced_by or self.draining or self.promised > journal.epoch)
 
     def _quorum_changed(self, value: object) -> None:
         self.server.barrier.release(self.leader.quorum_position())

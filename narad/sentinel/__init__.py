@@ -1,0 +1,15 @@
+"""`narad sentinel`: automatic failover for groups of Narad data nodes, speaking Redis
+Sentinel's commands and events so that Redis clients (redis-py's `Sentinel`, ...)
+follow a failover with no change (docs/failover.md).
+
+The modules:
+
+- config.py: sentinel.conf (Redis Sentinel's syntax), loading and rewriting;
+- state.py: what is known of each group's nodes and sentinels, and how SENTINEL
+  shows them;
+- sentinel.py: the decisions (down, objectively down, votes, epochs, strays);
+- watch.py: the links to data nodes and other sentinels, and discovery;
+- failover.py: election, fencing, promotion, reconfiguration;
+- link.py: one request-at-a-time RESP client link;
+- commands.py, serve.py: the commands answered, the client connections, the process.
+"""

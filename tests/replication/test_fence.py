@@ -1,0 +1,129 @@
+"""FENCE and PROMOTE, the data nodes' half of a sentinel's failover (docs/failover.md):
+a fenced node takes no commit of an older leader, a fenced leader acknowledges no more
+writes, and PROMOTE makes the fenced node the leader of exactly the promised epoch."""
+
+from __future__ import annotations
+
+import time
+from pathlib import Path
+
+import pytest
+import redis
+
+from tests.replication.cluster import follow, group, offset, wait_synced
+from tests.servers import wait_until
+
+QUORUM = ["--min-replicas-to-ack", "1", "--min-replicas-timeout", "2000"]
+
+
+def _answer(client: redis.Redis, *args: object) -> dict[bytes, object]:
+    reply = client.execute_command("FENCE", *args)
+    if isinstance(reply, dict):  # RESP3
+        return reply
+    return dict(zip(reply[::2], reply[1::2], strict=True))
+
+
+def test_a_fenced_replica_takes_nothing_more_from_its_old_leader(tmp_path: Path) -> None:
+    with group(tmp_path, 2) as (leader, one, two):
+        leader.client().xadd("s", {"a": "1"})
+        position = wait_synced(leader, [one, two])
+        answer = _answer(one.client(), 5)
+        assert answer[b"position"] == position
+        assert answer[b"role"] == b"slave"
+        assert answer[b"copying"] == 0
+        assert answer[b"history"] == leader.client().info("replication")["master_replid"].encode()
+        # The old leader is refused on the fenced replica's next PSYNC, and fenced by it.
+        def refused() -> bool:
+            try:
+                leader.client().xadd("s", {"a": "2"})
+            except redis.ReadOnlyError:
+                return True
+            return False
+
+        wait_until(refused)
+        assert "event=fenced epoch_seen=5" in leader.log()
+        assert offset(one) == position
+        assert int(one.client().info("replication")["narad_promised_epoch"]) == 5
+        # A promise is not taken back, nor repeated.
+        with pytest.raises(redis.ResponseError, match=r"^STALE epoch 5 is not above"):
+            one.client().execute_command("FENCE", 5)
+        with pytest.raises(redis.ResponseError, match="not the one this node promised"):
+            one.client().execute_command("PROMOTE", 4)
+
+
+def test_promote_leads_in_the_promised_epoch_and_the_old_leader_truncates(
+    tmp_path: Path,
+) -> None:
+    with group(tmp_path, 2, extra=QUORUM) as (leader, one, two):
+        for i in range(20):
+            leader.client().xadd("s", {"i": str(i)})
+        wait_synced(leader, [one, two])
+        for node in (one, two):
+            _answer(node.client(), 3)
+        assert one.client().execute_command("PROMOTE", 3) == b"OK"
+        follow(two, one)
+        follow(leader, one)
+        one.client().xadd("s", {"i": "after"})
+        wait_synced(one, [leader, two])
+        for node in (one, two, leader):
+            assert node.client().xlen("s") == 21
+            assert int(node.client().info("replication")["narad_epoch"]) == 3
+
+
+def test_a_fenced_leader_acknowledges_nothing_more(tmp_path: Path) -> None:
+    with group(tmp_path, 1, extra=QUORUM) as (leader, replica):
+        leader.client().xadd("s", {"a": "1"})
+        wait_synced(leader, [replica])
+        answer = _answer(leader.client(), 2)
+        assert answer[b"role"] == b"master"
+        with pytest.raises(redis.ReadOnlyError):
+            leader.client().xadd("s", {"a": "2"})
+        # The promise outlives a restart (kill -9 included).
+        leader.kill()
+        leader.start()
+        with pytest.raises(redis.ReadOnlyError):
+            leader.client().xadd("s", {"a": "3"})
+        assert int(leader.client().info("replication")["narad_promised_epoch"]) == 2
+        # REPLICAOF NO ONE still makes it a leader, above the promise.
+        leader.client().replicaof("no", "one")
+        wait_until(lambda: leader.client().info("replication")["narad_epoch"] == 3)
+
+
+def test_a_draining_leader_refuses_writes_and_its_replicas_catch_up(tmp_path: Path) -> None:
+    with group(tmp_path, 2, extra=QUORUM) as (leader, one, two):
+        writer = leader.client()
+        for i in range(50):
+            writer.xadd("s", {"i": str(i)})
+        answer = _answer(leader.client(), 4, "DRAIN")
+        assert leader.client().info("replication")["master_failover_state"] == "waiting-for-sync"
+        with pytest.raises(redis.ReadOnlyError):
+            writer.xadd("s", {"i": "x"})
+        # Its replicas stay linked and reach the drained position.
+        wait_until(lambda: offset(one) == offset(two) == answer[b"position"])
+        assert leader.client().info("replication")["connected_slaves"] == 2
+        _answer(one.client(), 4)
+        _answer(two.client(), 4)
+        one.client().execute_command("PROMOTE", 4)
+        follow(two, one)
+        follow(leader, one)
+        one.client().xadd("s", {"i": "new"})
+        wait_synced(one, [two, leader])
+        assert leader.client().xlen("s") == 51
+
+
+def test_fence_refuses_bad_input(tmp_path: Path) -> None:
+    with group(tmp_path, 0) as (leader,):
+        client = leader.client()
+        for args, error in [
+            ((), "wrong number of arguments"),
+            (("x",), "value is not an integer"),
+            (("0",), "the epoch must be at least 1"),
+            (("2", "NOW"), "syntax error"),
+            (("2", "DRAIN", "x"), "syntax error"),
+        ]:
+            with pytest.raises(redis.ResponseError, match=error):
+                client.execute_command("FENCE", *args)
+        with pytest.raises(redis.ResponseError, match="not the one this node promised"):
+            client.execute_command("PROMOTE", 1)
+        time.sleep(0.05)
+        assert client.xadd("s", {"a": "1"})  # nothing changed

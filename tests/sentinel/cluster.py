@@ -1,0 +1,130 @@
+"""Real sentinel processes watching real Narad data nodes, for the sentinel tests.
+
+`deployment` starts a leader and its replicas (tests/replication/cluster.py's
+`group`, with `min-replicas-to-ack` so that every acknowledged write is on a
+majority), then the sentinels, each with its own sentinel.conf naming only the
+leader, and waits until every sentinel has discovered every replica and every other
+sentinel. Everything started is stopped after, by PID.
+"""
+
+from __future__ import annotations
+
+import sys
+from collections.abc import Iterator
+from contextlib import ExitStack, contextmanager
+from dataclasses import dataclass
+from pathlib import Path
+
+import redis
+from redis.sentinel import Sentinel
+
+from tests import netns
+from tests.replication.cluster import follow, group, wait_synced
+from tests.servers import NaradProcess, ServerProcess, wait_until
+
+NAME = "mymaster"
+# Every acknowledged write is on the leader and one replica: a majority of 3.
+QUORUM_ACKS = ["--min-replicas-to-ack", "1", "--min-replicas-timeout", "2000"]
+
+
+class SentinelProcess(ServerProcess):
+    def __init__(
+        self, folder: Path, leader: NaradProcess, settings: list[str],
+        netns: str | None = None, host: str = "127.0.0.1",
+    ) -> None:
+        super().__init__(folder, netns=netns, host=host)
+        self.conf = folder / "sentinel.conf"
+        folder.mkdir(parents=True, exist_ok=True)
+        if not self.conf.exists():  # a restart keeps what the sentinel wrote there
+            lines = [f"sentinel monitor {NAME} {leader.host} {leader.port} 2", *settings]
+            self.conf.write_text("".join(line + "\n" for line in lines))
+
+    def command(self) -> list[str]:
+        bind = [] if self.host == "127.0.0.1" else ["--bind", self.host]
+        return [sys.executable, "-m", "narad", "sentinel", str(self.conf),
+                "--port", str(self.port), *bind]
+
+    def master(self) -> dict[str, object]:
+        state: dict[str, object] = self.client(protocol=2).sentinel_master(NAME)
+        return state
+
+
+def settings(down_after_ms: int = 1000, failover_timeout_ms: int = 3000) -> list[str]:
+    return [
+        f"sentinel down-after-milliseconds {NAME} {down_after_ms}",
+        f"sentinel failover-timeout {NAME} {failover_timeout_ms}",
+    ]
+
+
+@dataclass
+class Deployment:
+    nodes: list[NaradProcess]
+    sentinels: list[SentinelProcess]
+    protocol: int
+
+    def sentinel_client(self, **kwargs: object) -> Sentinel:
+        """redis-py's own Sentinel client, as an application would make it."""
+        return Sentinel(
+            [(s.host, s.port) for s in self.sentinels],
+            socket_timeout=1.0,
+            protocol=self.protocol,
+            sentinel_kwargs={"socket_timeout": 1.0, "protocol": self.protocol},
+            **kwargs,
+        )
+
+    def leader_address(self) -> tuple[str, int]:
+        address: tuple[str, int] = self.sentinel_client().discover_master(NAME)
+        return address
+
+    def node_at(self, address: tuple[str, int]) -> NaradProcess:
+        return next(n for n in self.nodes if (n.host, n.port) == tuple(address))
+
+
+@contextmanager
+def deployment(
+    tmp_path: Path, protocol: int = 3, replicas: int = 2, sentinels: int = 3,
+    sentinel_settings: list[str] | None = None, node_extra: list[str] | None = None,
+    network: netns.Network | None = None,
+) -> Iterator[Deployment]:
+    """With `network`, each data node and then each sentinel runs in a namespace of
+    its own, in that order (nodes 0 .. replicas, then the sentinels)."""
+    extra = QUORUM_ACKS + (node_extra or [])
+    with ExitStack() as stack:
+        if network is None:
+            nodes = stack.enter_context(group(tmp_path, replicas, extra=extra))
+            places = [{} for _ in range(sentinels)]
+        else:
+            nodes = [
+                NaradProcess(tmp_path / f"n{i}", extra, netns=spot.namespace, host=spot.address)
+                for i, spot in enumerate(network.nodes[: replicas + 1])
+            ]
+            for node in nodes:
+                node.start()
+                stack.callback(node.stop)
+            for node in nodes[1:]:
+                follow(node, nodes[0])
+            wait_synced(nodes[0], nodes[1:])
+            places = [
+                {"netns": spot.namespace, "host": spot.address}
+                for spot in network.nodes[replicas + 1: replicas + 1 + sentinels]
+            ]
+        procs = [
+            SentinelProcess(tmp_path / f"s{i}", nodes[0], sentinel_settings or settings(),
+                            **places[i])
+            for i in range(sentinels)
+        ]
+        for proc in procs:
+            proc.start()
+            stack.callback(proc.kill)
+        found = Deployment(nodes, procs, protocol)
+        wait_until(lambda: all(_discovered(s, replicas, sentinels - 1) for s in procs),
+                   timeout=20)
+        yield found
+
+
+def _discovered(sentinel: SentinelProcess, replicas: int, peers: int) -> bool:
+    try:
+        state = sentinel.master()
+    except redis.RedisError:
+        return False
+    return state["num-slaves"] == replicas and state["num-other-sentinels"] == peers
