@@ -78,7 +78,8 @@ def start(sentinel: Sentinel, group: Group, forced: bool) -> None:
     """Begin a failover of `group` in a new epoch, as a task of the sentinel."""
     epoch = sentinel.new_epoch(group)
     group.failover = Failover(epoch, forced)
-    sentinel.spawn(lambda: _run(sentinel, group, group.failover))  # type: ignore[arg-type]
+    failover = group.failover
+    sentinel.spawn(lambda: _run(sentinel, group, failover))
 
 
 async def _run(sentinel: Sentinel, group: Group, failover: Failover) -> None:
@@ -96,6 +97,9 @@ async def _run(sentinel: Sentinel, group: Group, failover: Failover) -> None:
     except TimeoutError:
         await _undrain(sentinel, group, failover)
         sentinel.event("-failover-abort-timeout", sentinel.describe(group))
+    except Exception:
+        logger.exception("event=failover_failed group=%s", group.name)
+        sentinel.event("-failover-abort-error", sentinel.describe(group))
     finally:
         group.failover = None
         for node in group.nodes.values():

@@ -19,11 +19,12 @@ The contracts (docs/failover.md):
 
 from __future__ import annotations
 
+import functools
 import logging
 import random
 import secrets
 import time
-from collections.abc import Callable
+from collections.abc import Awaitable, Callable
 from typing import TYPE_CHECKING
 
 import anyio
@@ -174,17 +175,30 @@ class Sentinel:
 
         async def watched() -> None:
             with scope:
-                if isinstance(item, Node):
-                    await watch.node(self, group, item)
-                else:
-                    await watch.peer(self, group, item)
+                while True:  # a bug in one link's loop must not stop the sentinel
+                    try:
+                        if isinstance(item, Node):
+                            await watch.node(self, group, item)
+                        else:
+                            await watch.peer(self, group, item)
+                    except Exception:
+                        logger.exception("event=watch_failed instance=%s", item.name)
+                        await anyio.sleep(1.0)
 
         self._tasks.start_soon(watched)
 
-    def spawn(self, job: Callable[[], object]) -> None:
-        """Run the coroutine function `job` as a task of the sentinel."""
+    def spawn(self, job: Callable[[], Awaitable[object]]) -> None:
+        """Run the coroutine function `job` as a task of the sentinel; what it raises
+        is logged, and stops nothing else."""
         assert self._tasks is not None
-        self._tasks.start_soon(job)  # type: ignore[arg-type]
+
+        async def guarded() -> None:
+            try:
+                await job()
+            except Exception:
+                logger.exception("event=task_failed")
+
+        self._tasks.start_soon(guarded)
 
     # -- what it announces --------------------------------------------------------------
 
@@ -412,7 +426,7 @@ class Sentinel:
                 continue
             self._reconfigured_s[node.name] = now
             self.event(kind, self.describe(group, node))
-            self.spawn(lambda node=node: _send_replicaof(node, leader.host, leader.port))  # type: ignore[misc]
+            self.spawn(functools.partial(_send_replicaof, node, leader.host, leader.port))
 
     # -- running ------------------------------------------------------------------------
 

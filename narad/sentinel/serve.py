@@ -228,8 +228,8 @@ class SentinelServer:
         self.sentinel.connections_received += 1
         try:
             await connection.serve()
-        except (anyio.BrokenResourceError, anyio.ClosedResourceError, OSError):
-            pass
+        except Exception as exc:  # a connection's end, however it came, is its alone
+            logger.debug("event=client_closed client=%s reason=%r", connection.addr, exc)
         finally:
             self.sentinel.connections.discard(connection)
 
