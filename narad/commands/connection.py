@@ -45,6 +45,14 @@ def check_password(client: Client, user: bytes, password: bytes) -> None:
         raise WRONGPASS
 
 
+HELLO_NOAUTH = CommandError(
+    "HELLO must be called with the client already authenticated, otherwise the "
+    "HELLO AUTH <user> <pass> option can be used to authenticate the "
+    "client and select the RESP protocol version at the same time",
+    "NOAUTH",
+)
+
+
 def parse_hello(
     args: list[bytes], protocol: int
 ) -> tuple[int, tuple[bytes, bytes] | None, bytes | None]:
@@ -111,12 +119,7 @@ def hello(client: Client, args: list[bytes]) -> Any:
         check_password(client, *auth)
         client.authenticated = True
     if not client.authenticated:
-        raise CommandError(
-            "HELLO must be called with the client already authenticated, otherwise the "
-            "HELLO AUTH <user> <pass> option can be used to authenticate the "
-            "client and select the RESP protocol version at the same time",
-            "NOAUTH",
-        )
+        raise HELLO_NOAUTH
     if name is not None:
         client.name = name.decode()
     client.protocol = protocol

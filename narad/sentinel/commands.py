@@ -17,7 +17,12 @@ import time
 from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
-from narad.commands.connection import REDIS_VERSION, parse_hello, validate_name
+from narad.commands.connection import (
+    HELLO_NOAUTH,
+    REDIS_VERSION,
+    parse_hello,
+    validate_name,
+)
 from narad.config.glob import glob_match
 from narad.errors import (
     WRONGPASS,
@@ -545,11 +550,7 @@ def hello(conn: Connection, args: list[bytes]) -> Any:
         _check_password(conn, *auth)
         conn.authenticated = True
     if not conn.authenticated:
-        raise CommandError(
-            "HELLO must be called with the client already authenticated, otherwise the "
-            "HELLO AUTH <user> <pass> option can be used to authenticate the client and "
-            "select the RESP protocol version at the same time", "NOAUTH",
-        )
+        raise HELLO_NOAUTH
     if name is not None:
         conn.name = name.decode()
     conn.protocol = protocol
