@@ -43,7 +43,7 @@ COMPILED = [
     "narad/clock.py",
     "narad/resp/encoder.py",
     "narad/commands/args.py",
-    "narad/commands/deferred.py",
+    "narad/held_back.py",
     "narad/commands/frames.py",
     "narad/commands/streams.py",
     "narad/commands/groups.py",

@@ -25,11 +25,11 @@ async def one_client() -> AsyncIterator[tuple[Any, Any]]:
         server = open_server(Path(tmp), ("appendfsync", "no"))
         ours = await connect(server)  # kept open for the run
         await asyncio.sleep(0.01)  # the connection is made
-        (client,) = server.clients.values()
+        (client,) = server.node.sessions.values()
         try:
             yield server, client
         finally:
-            server.keyspace.close()
+            server.node.keyspace.close()
             ours.close()
 
 

@@ -38,10 +38,10 @@ async def cycles(count: int, per_read: int) -> dict[str, float]:
         for _ in range(count):
             for _ in range(per_read):
                 execute(client, [b"XADD", b"s", b"*", b"f", value])
-            server.barrier.end_of_iteration()
+            server.node.end_of_iteration()
             client.out.clear()
         execute(client, [b"XGROUP", b"CREATE", b"s", b"g", b"0"])
-        server.barrier.end_of_iteration()
+        server.node.end_of_iteration()
         client.out.clear()
         replies = hiredis.Reader()
         clock = time.thread_time_ns
@@ -57,7 +57,7 @@ async def cycles(count: int, per_read: int) -> dict[str, float]:
             t2 = clock()
             execute(client, [b"XACK", b"s", b"g", *[entry[0] for entry in entries]])
             t3 = clock()
-            server.barrier.end_of_iteration()
+            server.node.end_of_iteration()
             client.out.clear()
             t4 = clock()
             for step, took in zip(STEPS, (t1 - t0, t3 - t2, t4 - t3), strict=True):

@@ -37,7 +37,7 @@ async def cycles(count: int, pushes: int) -> dict[str, float]:
         execute = server.dispatch.execute
         execute(client, [b"Q.CREATE", b"q"])
         execute(client, [b"HELLO", b"3"])
-        server.barrier.end_of_iteration()
+        server.node.end_of_iteration()
         client.out.clear()
         replies = hiredis.Reader()
         clock = time.thread_time_ns
@@ -57,7 +57,7 @@ async def cycles(count: int, pushes: int) -> dict[str, float]:
             t3 = clock()
             execute(client, [b"Q.ACK", b"q", *[m[b"receipt"] for m in messages]])
             t4 = clock()
-            server.barrier.end_of_iteration()
+            server.node.end_of_iteration()
             client.out.clear()
             t5 = clock()
             execute(client, [b"Q.POP", b"q", b"COUNT", b"10", b"BLOCK", b"100"])

@@ -2,25 +2,24 @@
 leaves (docs/design.md, "Commit barrier"; docs/durability.md).
 
 Every command read in an event-loop iteration runs at once and encodes its reply into
-its client's output buffer; the client is registered here (`wants_send`). At the end
-of the iteration (`end_of_iteration`, scheduled by the first registration) the hooks
-that come before a commit run (held-back adds are applied, queue consumers and
-blocked clients served), then everything written becomes one commit of the node's
-journal, and each registered client's replies are sealed with the journal position
-that commit ends at: they leave once that position is *released*, and never before.
+its session's output buffer; the session (a `ReplySink`) is registered here
+(`wants_send`). The first registration schedules the node's end of the iteration
+(narad/node.py's `Node.end_of_iteration`, handed in as `end_of_iteration`), which
+applies held-back adds and serves queue consumers and blocked sessions, then calls
+`commit`: everything written becomes one commit of the node's journal, and each
+registered sink's replies are *sealed* with the journal position that commit ends
+at: they leave once that position is *released*, and never before.
 
 Without replicas to wait for, a position is released as soon as its commit returns
 (durable under `fsync always`, appended under `everysec` and `no`), so replies leave
 at the end of their iteration. With `min-replicas-to-ack`, a position is released
 once that many replicas hold it too (narad/replication/leader.py calls `release`
 as their acks come), while commands go on running and their replies wait, each for
-its own position; replies held too long answer NOREPL instead (`refuse_held`).
+its own position; replies sealed too long answer NOREPL instead (`refuse_sealed`).
 
-Held-back adds (narad/commands/deferred.py) live here too: `settle` applies them
-before anything runs that could see or change their streams.
-
-A failed commit lets no reply through: the clients waiting on it are closed, and the
-`commit_failed` hook stops the server (the journal refuses every commit from then on).
+A failed commit lets no reply through: the connections waiting on it are closed, and
+`commit` raises CommitFailed, on which the node stops (the journal refuses every
+commit from then on).
 
 Owned by the event loop thread.
 """
@@ -38,52 +37,66 @@ import hiredis
 from narad.log import LogFailed
 
 if TYPE_CHECKING:
-    from narad.client import Client
-    from narad.commands.deferred import DeferredAdds
     from narad.keyspace import Keyspace
 
 
-class Hooks(Protocol):
-    """What the barrier asks of the server around a commit."""
+class ReplySink(Protocol):
+    """A session as the barrier seals and releases its replies (narad/node.py)."""
 
-    def before_commit(self) -> None:
-        """Serve what may write before the commit (consumers, blocked clients)."""
+    out: bytearray  # replies of this iteration, not yet sealed
+    # Whether a command since the last end of iteration read or wrote the keyspace
+    # (its replies then wait for their commit's release), and how many of its reply
+    # batches are sealed here, waiting for their position's release.
+    reads_data: bool
+    sealed: int
 
-    def after_commit(self, committed: bool) -> None:
-        """Upkeep once the commit is done (fan-out copies due, and the like)."""
+    def send(self) -> None:
+        """Hand the output buffer to the socket now."""
 
-    def commit_failed(self, why: str, clients_closed: int) -> None:
-        """The journal refused a commit (the clients waiting on it are closed): the
-        node must stop."""
+    def take_out(self) -> bytearray:
+        """The output buffer, emptied."""
+
+    def write(self, data: bytes | bytearray) -> None:
+        """Write `data` to the socket now."""
+
+    def close(self) -> None: ...
+
+
+class CommitFailed(Exception):
+    """The journal refused a commit; `closed` connections waited on it and are closed."""
+
+    def __init__(self, why: str, closed: int) -> None:
+        super().__init__(why)
+        self.why = why
+        self.closed = closed
 
 
 class CommitBarrier:
-    def __init__(self, keyspace: Keyspace, hooks: Hooks) -> None:
+    def __init__(self, keyspace: Keyspace, end_of_iteration: Callable[[], None]) -> None:
         self.keyspace = keyspace
-        self.hooks = hooks
-        self.deferred: DeferredAdds | None = None  # adds held back until `settle`
+        self.end_of_iteration = end_of_iteration  # run once per iteration with replies
         self.released = 0  # replies sealed at this position or below may leave
         # Whether a position is released as soon as its commit returns: so without
         # replicas to wait for; with them, once a quorum acked it (and `release`
         # comes from their acks otherwise).
         self.released_at_commit: Callable[[int], bool] = lambda position: True
-        self._writers: dict[Client, None] = {}  # clients with replies of this iteration
-        # (position, client, replies, when sealed), in position order
-        self._held: deque[tuple[int, Client, bytearray, float]] = deque()
+        self._writers: dict[ReplySink, None] = {}  # sinks with replies of this iteration
+        # (position, sink, replies, when sealed), in position order
+        self._sealed: deque[tuple[int, ReplySink, bytearray, float]] = deque()
         self._scheduled = False
         self._stopped = False  # the keyspace is closing: nothing commits any more
 
     # -- registering replies ----------------------------------------------------------
 
-    def wants_send(self, client: Client) -> None:
-        """`client` has replies for the end of this iteration."""
-        self._writers[client] = None
+    def wants_send(self, sink: ReplySink) -> None:
+        """`sink` has replies for the end of this iteration."""
+        self._writers[sink] = None
         if not self._scheduled:
             self.schedule()
 
-    def forget(self, client: Client) -> None:
-        """`client` is gone: nothing of it is sent."""
-        self._writers.pop(client, None)
+    def forget(self, sink: ReplySink) -> None:
+        """`sink` is gone: nothing of it is sent."""
+        self._writers.pop(sink, None)
 
     def stop(self) -> None:
         """The server is stopping and its keyspace closing: no end of iteration runs
@@ -91,28 +104,24 @@ class CommitBarrier:
         self._stopped = True
 
     def schedule(self) -> None:
-        """Run `end_of_iteration` once the loop has run what is ready now."""
+        """Have the loop run `end_of_iteration` once it has run what is ready now (the
+        loop calls it: the barrier never calls up into the node itself)."""
         if not self._scheduled and not self._stopped:
             self._scheduled = True
             asyncio.get_running_loop().call_soon(self.end_of_iteration)
 
-    def settle(self) -> None:
-        """Add the entries held back in `deferred` (narad/commands/deferred.py)."""
-        deferred, self.deferred = self.deferred, None
-        if deferred is not None:
-            deferred.apply()
+    def iteration_ends(self) -> None:
+        """The end of the iteration runs now: a registration from here on schedules
+        the next one."""
+        self._scheduled = False
 
     # -- committing -------------------------------------------------------------------
 
-    def end_of_iteration(self) -> None:
-        """Serve, commit, and seal every reply of the iteration with its position."""
-        self._scheduled = False
-        if self.deferred is not None:
-            self.settle()
-        self.hooks.before_commit()
-        if self.deferred is not None:  # taken by the clients just served
-            self.settle()
-        # Every entry taken before this point is added and its client registered:
+    def commit(self) -> bool:
+        """Commit everything written so far as one journal commit, and seal every
+        registered sink's replies with its position (or send those that wait on
+        nothing); whether there was anything to commit. Raises CommitFailed."""
+        # Every entry taken before this point is added and its sink registered:
         # this commit carries it, and its reply is sealed with its position.
         writers, self._writers = self._writers, {}
         try:
@@ -123,60 +132,59 @@ class CommitBarrier:
             # they saved: bench/README.md.)
             committed = self.keyspace.journal.commit()
         except LogFailed as exc:
-            self._fail(list(writers), str(exc))
-            return
+            raise CommitFailed(str(exc), self._fail(list(writers))) from None
         if committed:
             self.keyspace.last_commit_s = int(time.time())
         position = self.keyspace.journal.position
         if position <= self.released:  # a read-only iteration: nothing to wait for
-            for client in writers:
-                client.send()
-                client.reads_data = False
+            for sink in writers:
+                sink.send()
+                sink.reads_data = False
         else:
             now = time.monotonic()
-            for client in writers:
-                if client.reads_data or client.held:
-                    client.held += 1
-                    self._held.append((position, client, client.take_out(), now))
+            for sink in writers:
+                if sink.reads_data or sink.sealed:
+                    sink.sealed += 1
+                    self._sealed.append((position, sink, sink.take_out(), now))
                 else:  # replies that tell nothing of the keyspace, and none before them
-                    client.send()
-                client.reads_data = False
+                    sink.send()
+                sink.reads_data = False
             if self.released_at_commit(position):
                 self.release(position)
-        self.hooks.after_commit(committed)
+        return committed
 
     def release(self, position: int) -> None:
         """Replies sealed at `position` or below may leave now."""
         if position > self.released:
             self.released = position
-        held = self._held
-        while held and held[0][0] <= self.released:
-            _, client, data, _ = held.popleft()
-            client.held -= 1
-            client.write(data)
+        sealed = self._sealed
+        while sealed and sealed[0][0] <= self.released:
+            _, sink, data, _ = sealed.popleft()
+            sink.sealed -= 1
+            sink.write(data)
 
-    def refuse_held(self, sealed_before: float, error: bytes) -> int:
+    def refuse_sealed(self, sealed_before: float, error: bytes) -> int:
         """Replies sealed before monotonic time `sealed_before` and not released yet
         are each answered `error` (a whole RESP error line) instead; how many."""
-        held = self._held
+        sealed = self._sealed
         refused = 0
-        while held and held[0][3] < sealed_before:
-            _, client, data, _ = held.popleft()
-            client.held -= 1
+        while sealed and sealed[0][3] < sealed_before:
+            _, sink, data, _ = sealed.popleft()
+            sink.sealed -= 1
             count = count_replies(data)
-            client.write(error * count)
+            sink.write(error * count)
             refused += count
         return refused
 
-    def drop_held(self) -> int:
+    def drop_sealed(self) -> int:
         """This node stops leading: replies not released yet are never sent, and
         their connections close (not acknowledged); how many connections."""
-        held = [client for _, client, _, _ in self._held]
-        self._held.clear()
-        for client in held:
-            client.out.clear()
-            client.close()
-        return len(held)
+        sinks = [sink for _, sink, _, _ in self._sealed]
+        self._sealed.clear()
+        for sink in sinks:
+            sink.out.clear()
+            sink.close()
+        return len(sinks)
 
     def commit_now(self) -> None:
         """Commit what was written so far and make every commit durable, inline (SAVE,
@@ -185,16 +193,16 @@ class CommitBarrier:
         commit for the replies waiting on it."""
         self.keyspace.commit()
 
-    def _fail(self, clients: list[Client], why: str) -> None:
-        """A commit failed: the replies waiting on it, and those held for a position
+    def _fail(self, sinks: list[ReplySink]) -> int:
+        """A commit failed: the replies waiting on it, and those sealed for a position
         not yet released, must not claim success, so their connections are closed
-        without them."""
-        held = [client for _, client, _, _ in self._held]
-        self._held.clear()
-        for client in [*clients, *held]:
-            client.out.clear()
-            client.close()
-        self.hooks.commit_failed(why, len(clients) + len(held))
+        without them; how many."""
+        sealed = [sink for _, sink, _, _ in self._sealed]
+        self._sealed.clear()
+        for sink in [*sinks, *sealed]:
+            sink.out.clear()
+            sink.close()
+        return len(sinks) + len(sealed)
 
 
 def count_replies(data: bytes | bytearray) -> int:

@@ -179,11 +179,11 @@ def _check_locks(folders: list[Path], repair: bool) -> list[int] | None:
 
 
 def _journal_problems(root: Path, repair: bool) -> list[Problem]:
-    """The data dir's journal against its logs (narad/log/check_journal.py). With
+    """The data dir's journal against its logs (narad/check_journal.py). With
     `repair` (only when the logs themselves are sound), problems that are all of the
     kinds recovery mends (a torn commit, records past the journal's end) are mended
     by recovering and checkpointing the data dir, then checked again."""
-    from narad.log.check_journal import check_journal, journal_scan_bytes
+    from narad.check_journal import check_journal, journal_scan_bytes
     from narad.log.journal import JOURNAL_FOLDER
 
     if not (root / JOURNAL_FOLDER).is_dir():
@@ -197,12 +197,12 @@ def _journal_problems(root: Path, repair: bool) -> list[Problem]:
         what = f"cannot read the journal or a log: {exc}"
         return [Problem(Kind.IO_ERROR, root / JOURNAL_FOLDER, None, what)]
     if repair and problems and all(p.repairable for p in problems):
-        from narad.keyspace import settle_journal
         from narad.log.log import LogFailed
         from narad.log.opening import LogCorrupted
+        from narad.repair import checkpoint_at_end
 
         try:
-            settle_journal(root)
+            checkpoint_at_end(root)
         except (LogCorrupted, LogFailed, OSError) as exc:
             print(f"narad check: recovering {root} failed: {exc}", file=sys.stderr)
             return problems
@@ -214,13 +214,13 @@ def _journal_problems(root: Path, repair: bool) -> list[Problem]:
 
 def _replay_problems(root: Path, repair: bool) -> list[Problem]:
     """The data dir's ops that replay cannot apply: metadata ops (narad/metalog.py)
-    and state ops (narad/streams/stream.py). With `repair` (only when the logs
-    themselves are sound), each kind is mended (the metadata log compacted into what
-    applied, a state log truncated at its op), then checked again."""
-    from narad.keyspace import repair_metadata
+    and state ops (narad/streams/stream.py), checked and mended by narad/repair.py.
+    With `repair` (only when the logs themselves are sound), each kind is mended (the
+    metadata log compacted into what applied, a state log truncated at its op), then
+    checked again."""
     from narad.machines import stream_machines
     from narad.metalog import check_metadata
-    from narad.streams.stream import check_states, repair_states
+    from narad.repair import check_states, repair_metadata, repair_states
 
     machines = stream_machines()
     found: list[Problem] = []
@@ -356,7 +356,7 @@ def _dump_key(root: Path, key: bytes, db: int) -> int:
     """Print the folder of the stream at `key` of data dir `root`, as its metadata
     says after recovery: the metadata log replayed read-only, then the journal's
     metadata records past its end."""
-    from narad.log.check_journal import metadata_records, walk_journal
+    from narad.check_journal import metadata_records, walk_journal
     from narad.log.journal import JOURNAL_FOLDER
     from narad.metalog import DATABASES_ANY, MetaState
     from narad.schema.keyspace import StreamSchemas

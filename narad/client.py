@@ -1,13 +1,13 @@
-"""One connection: reading and parsing its requests, its output buffer and limits,
-its session state (database, protocol, MULTI, WATCH, CLIENT REPLY) and its blocking
-timers.
+"""One connection: reading and parsing its requests, and writing its replies to the
+socket. The only socket I/O of a data node's clients.
 
 The hot path sits directly on the event loop's transport/protocol API (one Client per
-connection); each parsed command runs through the server's dispatcher
-(narad/dispatch.py). A reply is encoded into the output buffer and never leaves on
-its own: the commit barrier (narad/barrier.py) hands the buffer to the transport once
-the commit the reply depends on is released. Replies past the output buffer limit
-are dropped together with the connection.
+connection); each parsed command runs through the dispatcher (narad/dispatch.py) for
+the connection's session (narad/node.py's Session), which holds everything else: the
+session state and the output buffer. A reply is encoded into that buffer and never
+leaves on its own: the commit barrier (narad/barrier.py) has it written here once the
+commit the reply depends on is released. Replies past the output buffer limit are
+dropped together with the connection.
 
 Owned by the event loop thread.
 """
@@ -22,72 +22,43 @@ import time
 from collections import deque
 from typing import TYPE_CHECKING, Any
 
-from narad.commands.table import Block, Command
-from narad.errors import CommandError
-from narad.resp import ErrorReply, ProtocolError, QueryBufferLimit, RequestParser, encode_into
-from narad.resp.encoder import encode_ids_into
+from narad import errors
+from narad.resp import ErrorReply, ProtocolError, QueryBufferLimit, RequestParser
 
 if TYPE_CHECKING:
+    from narad.dispatch import Dispatcher
+    from narad.node import Node
     from narad.replication.leader import ReplicaLink
-    from narad.server import Server
 
 # The server's logger: its lines keep the name they had (the log shows it, and
 # narad/serve.py sets this logger's level).
 logger = logging.getLogger("narad.server")
 
-QUEUED = object()  # the reply marker for a queued command
-NO_REPLY = object()  # a handler's answer when nothing is to be sent (CLIENT REPLY OFF)
-
 
 class Client(asyncio.Protocol):
     """One connection. Owned by the event loop thread."""
 
-    def __init__(self, server: Server) -> None:
-        self.server = server
-        self.id = server.new_client_id()
+    def __init__(self, node: Node, dispatch: Dispatcher) -> None:
+        self.node = node
+        self.dispatch = dispatch
         self.transport: asyncio.Transport | None = None
         self.addr = ""
         self.laddr = ""
-        self.name = ""
-        self.lib_name = ""
-        self.lib_ver = ""
-        self.db = 0
-        self.protocol = 2
-        self.authenticated = not server.config["requirepass"]
-        config = server.config
+        config = node.config
         self.parser = RequestParser(
             max_bulk_len=int(config["proto-max-bulk-len"]),  # type: ignore[call-overload]
             max_query_buffer=int(config["client-query-buffer-limit"]),  # type: ignore[call-overload]
         )
         self.queue: deque[list[bytes]] = deque()  # parsed commands not yet run
-        self.out = bytearray()  # replies not yet released by the commit barrier
-        self.multi: list[list[bytes]] | None = None
-        self.multi_failed = False
-        self.in_exec = False
-        self.watched: set[tuple[int, bytes]] = set()
-        self.watch_dirty = False  # a watched key was written since WATCH
-        self.reply_off = False  # CLIENT REPLY OFF
-        self.skip_current = False  # CLIENT REPLY SKIP: this command's reply is dropped
-        self.skip_next = False  # CLIENT REPLY SKIP was just called
-        self.blocked: Block | None = None
-        self.blocked_command: Command | None = None  # the command `blocked` belongs to
         self.soft_limit_since: float | None = None  # output past the soft limit since
-        self._block_timer: asyncio.TimerHandle | None = None
         self.closing = False
         self.created_s = time.time()
         self.last_interaction_s = self.created_s
-        self.last_command = ""
         self.protocol_error: str | None = None
-        self.push_handler: Any = None  # set by push-mode commands (Q.CONSUME)
         # Set once the connection is a replica following this node (PSYNC):
         # narad/replication/leader.py sends it the journal.
         self.replica_link: ReplicaLink | None = None
-        self.replconf: dict[str, str] = {}  # REPLCONF listening-port / ip-address / capa
-        # Whether a command since the last end of iteration read or wrote the keyspace
-        # (its replies then wait for their commit's release: narad/barrier.py), and
-        # how many of this client's reply batches the barrier holds.
-        self.reads_data = False
-        self.held = 0
+        self.session = node.new_session(self)
 
     # -- asyncio.Protocol ---------------------------------------------------------------
 
@@ -98,26 +69,26 @@ class Client(asyncio.Protocol):
         sock = transport.get_extra_info("sockname")
         self.addr = _format_addr(peer)
         self.laddr = _format_addr(sock)
-        server = self.server
-        server.stats.connections_received += 1
-        maxclients = int(server.config["maxclients"])  # type: ignore[call-overload]
-        if len(server.clients) >= maxclients:
-            server.stats.rejected_connections += 1
+        node = self.node
+        node.stats.connections_received += 1
+        maxclients = int(node.config["maxclients"])  # type: ignore[call-overload]
+        if len(node.sessions) >= maxclients:
+            node.stats.rejected_connections += 1
             stream_transport.write(b"-ERR max number of clients reached\r\n")  # type: ignore[attr-defined]
             transport.close()
             return
         if self._refused_by_protected_mode(peer):
-            server.stats.rejected_connections += 1
+            node.stats.rejected_connections += 1
             stream_transport.write(PROTECTED_MODE_ERROR)  # type: ignore[attr-defined]
             transport.close()
             return
-        server.clients[self.id] = self
-        keepalive = int(server.config["tcp-keepalive"])  # type: ignore[call-overload]
+        node.sessions[self.session.id] = self.session
+        keepalive = int(node.config["tcp-keepalive"])  # type: ignore[call-overload]
         if keepalive:
             _keepalive(transport.get_extra_info("socket"), keepalive)
 
     def _refused_by_protected_mode(self, peer: Any) -> bool:
-        config = self.server.config
+        config = self.node.config
         if not config["protected-mode"] or config["requirepass"]:
             return False
         host = peer[0] if isinstance(peer, tuple) else ""
@@ -125,16 +96,17 @@ class Client(asyncio.Protocol):
 
     def data_received(self, data: bytes) -> None:
         self.last_interaction_s = time.time()
-        stats = self.server.stats
+        stats = self.node.stats
         stats.net_input_bytes += len(data)
         stats.reads_processed += 1
         parser = self.parser
         queue = self.queue
         if not queue and self.protocol_error is None:
-            parser.authenticated = self.authenticated
+            session = self.session
+            parser.authenticated = session.authenticated
             batch = parser.feed_whole(data)
             if batch is not None:
-                if len(batch) == 1 and self.blocked is None and not self.closing:
+                if len(batch) == 1 and session.blocked is None and not self.closing:
                     # One whole command and nothing else buffered: what run_queued
                     # would do, without its loop.
                     self._execute(batch[0])
@@ -152,7 +124,7 @@ class Client(asyncio.Protocol):
 
     def _next_batch(self) -> bool:
         """Parse more commands into the queue; False when none are complete."""
-        self.parser.authenticated = self.authenticated
+        self.parser.authenticated = self.session.authenticated
         try:
             batch = self.parser.commands()
         except ProtocolError as exc:
@@ -166,7 +138,8 @@ class Client(asyncio.Protocol):
         input is used up. Parsing is lazy, so that AUTH lifts the pre-auth limits
         for the commands after it."""
         queue = self.queue
-        while self.blocked is None and not self.closing:
+        session = self.session
+        while session.blocked is None and not self.closing:
             if not queue and (
                 self.protocol_error is not None
                 or not self.parser.has_input
@@ -177,36 +150,28 @@ class Client(asyncio.Protocol):
         if (
             self.protocol_error is not None
             and not self.queue
-            and self.blocked is None
+            and session.blocked is None
             and not self.closing
         ):
-            self.reply(ErrorReply("ERR", self.protocol_error))
-            self.close_after_reply()
+            session.reply(ErrorReply("ERR", self.protocol_error))
+            session.close_after_reply()
 
     def _execute(self, argv: list[bytes]) -> None:
         """Run one command; a CLIENT REPLY SKIP it set applies to the next one."""
+        session = self.session
         try:
-            self.server.dispatch.execute(self, argv)
+            self.dispatch.execute(session, argv)
         except Exception as exc:  # outside the handler (which `call` guards): a bug
             name = argv[0][:64].decode("utf-8", "replace").lower()
-            self.reply_error(self.server.dispatch.unexpected(exc, name, "dispatching"))
-        if self.skip_current or self.skip_next:
-            self.skip_current, self.skip_next = self.skip_next, False
+            session.reply_error(errors.internal(exc, name, "dispatching"))
+        if session.skip_current or session.skip_next:
+            session.skip_current, session.skip_next = session.skip_next, False
 
     def connection_lost(self, exc: Exception | None) -> None:
         self.closing = True
-        self.unblock()
-        self.unwatch_all()
-        server = self.server
-        server.clients.pop(self.id, None)
-        server.barrier.forget(self)
-        if self in server.dispatch.monitors:
-            server.dispatch.monitors.remove(self)
-        if self.push_handler is not None:
-            self.push_handler.disconnected()
-            self.push_handler = None
+        self.session.ended()
         if self.replica_link is not None:
-            server.replication.leader.detach(self)
+            self.node.replication.leader.detach(self)
 
     def pause_writing(self) -> None:
         if self.replica_link is not None:
@@ -214,207 +179,45 @@ class Client(asyncio.Protocol):
 
     def resume_writing(self) -> None:
         if self.replica_link is not None:
-            self.server.replication.leader.resumed(self.replica_link)
+            self.node.replication.leader.resumed(self.replica_link)
 
-    # -- replies ----------------------------------------------------------------------
+    # -- writing ------------------------------------------------------------------------
 
-    def reply(self, value: Any) -> None:
-        if self.reply_off or self.skip_current or value is NO_REPLY:
+    def write(self, data: bytes | bytearray) -> None:
+        """Write `data` to the socket now (the session's released replies)."""
+        transport = self.transport
+        if transport is None or transport.is_closing():
             return
-        out = self.out
-        if not out:
-            self.server.barrier.wants_send(self)
-        if value.__class__ is bytes:  # the most common reply: a bulk string
-            out += b"$%d\r\n%b\r\n" % (len(value), value)
-        elif value is QUEUED:
-            out += b"+QUEUED\r\n"
-        else:
-            mark = len(out)
-            try:
-                encode_into(out, value, self.protocol)
-            except Exception as exc:  # a value the encoder refuses: a bug
-                del out[mark:]
-                self.reply_error(
-                    self.server.dispatch.unexpected(exc, self.last_command, "encoding the reply of")
-                )
+        if data:
+            stats = self.node.stats
+            stats.net_output_bytes += len(data)
+            stats.writes_processed += 1
+            transport.write(data)
+            hard = self.node.output_limit_bytes
+            if hard and transport.get_write_buffer_size() > hard:
+                logger.warning("closing client %s: output buffer limit reached", self.addr)
+                transport.abort()
                 return
-        limit = self.server.output_limit_bytes
-        if limit and len(out) > limit:
-            self._over_output_limit()
+        if self.closing and not self.session.out:
+            transport.close()
 
-    def reply_ids(self, ms: int, seq: int, count: int) -> None:
-        """The replies of `count` held-back commands that each added one entry: their
-        consecutive stream IDs from (ms, seq). The client was registered for sending
-        when the commands were taken (`Dispatcher._run`), and the barrier settles before it
-        sends, so that registration still stands."""
-        out = self.out
-        encode_ids_into(out, ms, seq, count)
-        limit = self.server.output_limit_bytes
-        if limit and len(out) > limit:
-            self._over_output_limit()
-
-    def _over_output_limit(self) -> None:
+    def over_output_limit(self) -> None:
         """Replies beyond the output buffer limit: drop them and the connection."""
         logger.warning("closing client %s: output buffer limit reached", self.addr)
-        self.out.clear()
+        self.session.out.clear()
         self.queue.clear()
         self.closing = True
         if self.transport is not None:
             self.transport.abort()
 
-    def reply_error(self, exc: CommandError) -> None:
-        stats = self.server.stats
-        stats.error_replies += 1
-        stats.errors[exc.code] += 1
-        self.reply(ErrorReply(exc.code, exc.message))
-
-    def push(self, value: Any) -> None:
-        """Out-of-band data (push frames, MONITOR lines): never suppressed."""
-        self.reads_data = True
-        if not self.out:
-            self.server.barrier.wants_send(self)
-        out = self.out
-        mark = len(out)
-        try:
-            encode_into(out, value, self.protocol)
-        except Exception as exc:  # a value the encoder refuses: a bug; the frame is dropped
-            del out[mark:]
-            self.server.dispatch.unexpected(exc, self.last_command, "encoding a push frame of")
-
-    def send(self) -> None:
-        """Hand the output buffer to the socket (for the commit barrier)."""
-        data, self.out = self.out, bytearray()
-        self.write(data)
-
-    def take_out(self) -> bytearray:
-        """The output buffer, emptied: the commit barrier holds it until it may go."""
-        data, self.out = self.out, bytearray()
-        return data
-
-    def write(self, data: bytes | bytearray) -> None:
-        transport = self.transport
-        if transport is None or transport.is_closing():
-            return
-        if data:
-            stats = self.server.stats
-            stats.net_output_bytes += len(data)
-            stats.writes_processed += 1
-            transport.write(data)
-            hard = self.server.output_limit_bytes
-            if hard and transport.get_write_buffer_size() > hard:
-                logger.warning("closing client %s: output buffer limit reached", self.addr)
-                transport.abort()
-                return
-        if self.closing and not self.out:
-            transport.close()
-
-    def close_after_reply(self) -> None:
-        self.closing = True
-        self.server.barrier.wants_send(self)
+    def forget_input(self) -> None:
+        """Drop what the client sent and was not run yet (a cross-protocol attack)."""
+        self.queue.clear()
 
     def close(self) -> None:
         self.closing = True
         if self.transport is not None:
             self.transport.close()
-
-    # -- transactions -------------------------------------------------------------------
-
-    def watch(self, key: bytes) -> None:
-        entry = (self.db, key)
-        if entry not in self.watched:
-            self.watched.add(entry)
-            self.server.watchers.setdefault(entry, set()).add(self)
-
-    def unwatch_all(self) -> None:
-        watchers = self.server.watchers
-        for entry in self.watched:
-            clients = watchers.get(entry)
-            if clients is not None:
-                clients.discard(self)
-                if not clients:
-                    del watchers[entry]
-        self.watched.clear()
-        self.watch_dirty = False
-
-    def reset(self) -> None:
-        """RESET: back to a fresh connection's state (auth included)."""
-        self.multi = None
-        self.multi_failed = False
-        self.unwatch_all()
-        self.unblock()
-        self.db = 0
-        self.protocol = 2
-        self.name = ""
-        self.reply_off = self.skip_current = self.skip_next = False
-        self.authenticated = not self.server.config["requirepass"]
-        if self in self.server.dispatch.monitors:
-            self.server.dispatch.monitors.remove(self)
-        if self.push_handler is not None:
-            self.push_handler.disconnected()
-            self.push_handler = None
-
-    # -- blocking -----------------------------------------------------------------------
-
-    def block(self, block: Block, cmd: Command) -> None:
-        self.blocked = block
-        self.blocked_command = cmd
-        for key in block.keys:
-            self.server.add_waiter(self, key)
-        if block.timeout_ms:
-            assert self.server.loop is not None
-            self._block_timer = self.server.loop.call_later(block.timeout_ms / 1000, self._timeout)
-
-    def retry_blocked(self, key: bytes) -> bool:
-        """Try the blocked command again for its signaled `key`; whether it finished
-        (replied)."""
-        block = self.blocked
-        assert block is not None
-        self._reads_data_if_not_free()
-        try:
-            reply = block.retry(key)
-        except Exception as exc:
-            if not isinstance(exc, CommandError):
-                exc = self.server.dispatch.unexpected(
-                    exc, self.last_command, "retrying the blocked"
-                )
-            if self.blocked_command is not None:  # counted as failed, as Redis 7.0 does
-                self.blocked_command.failed += 1
-            self.unblock()
-            self.reply_error(exc)
-            self.run_queued()
-            return True
-        if reply is None:
-            return False
-        self.unblock()
-        self.reply(reply)
-        self.run_queued()
-        return True
-
-    def _reads_data_if_not_free(self) -> None:
-        cmd = self.blocked_command
-        if cmd is None or not cmd.data_free:
-            self.reads_data = True
-
-    def _timeout(self) -> None:
-        block = self.blocked
-        if block is None:
-            return
-        self._reads_data_if_not_free()
-        self.unblock()
-        reply = block.timeout_reply
-        self.reply(reply() if callable(reply) else reply)
-        self.run_queued()
-
-    def unblock(self) -> None:
-        block, self.blocked = self.blocked, None
-        self.blocked_command = None
-        if block is None:
-            return
-        for key in block.keys:
-            self.server.remove_waiter(self, key)
-        if self._block_timer is not None:
-            self._block_timer.cancel()
-            self._block_timer = None
 
 
 PROTECTED_MODE_ERROR = (

@@ -15,6 +15,14 @@ A CommandError is answered and the connection lives on; protocol errors
 
 from __future__ import annotations
 
+import logging
+
+# The server's logger: its lines keep the name they had (the log shows it, and
+# narad/serve.py sets this logger's level).
+logger = logging.getLogger("narad.server")
+
+INTERNAL_ERROR_TEXT_MAX = 256  # characters of an unexpected exception's text in its reply
+
 
 class CommandError(Exception):
     """An error reply: `code` is the first word, `message` the rest."""
@@ -23,6 +31,23 @@ class CommandError(Exception):
         super().__init__(f"{code} {message}")
         self.code = code
         self.message = message
+
+
+def internal(exc: Exception, command: str, during: str = "running") -> CommandError:
+    """An exception no code path expected (a bug) while `during` `command`: one log
+    line (`event=internal_error`), the traceback only at `loglevel debug`, and the
+    error reply that stands for it (the connection lives on)."""
+    kind = type(exc).__name__
+    text = str(exc)[:INTERNAL_ERROR_TEXT_MAX]
+    logger.error(
+        "event=internal_error command=%s during=%s exception=%s text=%r",
+        command,
+        during,
+        kind,
+        text,
+    )
+    logger.debug("traceback of the internal error in %s", command, exc_info=exc)
+    return CommandError(f"internal error {during} '{command}': {kind}: {text}")
 
 
 def wrong_arity(name: str) -> CommandError:

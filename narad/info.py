@@ -11,6 +11,7 @@ under `everysec` and `no` it is only appended (aof_* fields say which policy run
 
 from __future__ import annotations
 
+import asyncio
 import os
 import resource
 import sys
@@ -19,12 +20,12 @@ from collections.abc import Callable
 from typing import TYPE_CHECKING
 
 import narad
-from narad.commands.connection import REDIS_VERSION
+from narad.commands.handshake import REDIS_VERSION
 from narad.commands.table import all_commands
 from narad.config.numbers import format_percentile
 
 if TYPE_CHECKING:
-    from narad.server import Server
+    from narad.node import Node
 
 DEFAULT_SECTIONS = (
     "server",
@@ -48,7 +49,7 @@ ALL_SECTIONS = (
 )
 
 
-def render(server: Server, wanted: list[str]) -> str:
+def render(node: Node, wanted: list[str]) -> str:
     names = [w.lower() for w in wanted] or ["default"]
     chosen: list[str] = []
     for name in names:
@@ -63,7 +64,7 @@ def render(server: Server, wanted: list[str]) -> str:
         fields = SECTIONS.get(name)
         if fields is None:
             continue
-        lines = [f"{k}:{v}" for k, v in fields(server)]
+        lines = [f"{k}:{v}" for k, v in fields(node)]
         title = "CPU" if name == "cpu" else name.capitalize()
         parts.append(f"# {title}\r\n" + "".join(line + "\r\n" for line in lines))
     return "\r\n".join(parts)
@@ -72,7 +73,7 @@ def render(server: Server, wanted: list[str]) -> str:
 Fields = list[tuple[str, object]]
 
 
-def _server(s: Server) -> Fields:
+def _server(s: Node) -> Fields:
     import platform  # ~1.5 ms to import: left out of the server's start
 
     now = time.time()
@@ -102,25 +103,25 @@ def _server(s: Server) -> Fields:
     ]
 
 
-def _multiplexing_api(s: Server) -> str:
+def _multiplexing_api(s: Node) -> str:
     """What the event loop waits with: asyncio's selector, or libuv's (uvloop), which
     is epoll on Linux and kqueue on the BSDs."""
-    selector = getattr(s.loop, "_selector", None)
+    selector = getattr(asyncio.get_running_loop(), "_selector", None)
     if selector is not None:
         return type(selector).__name__.removesuffix("Selector").lower()
     return "epoll" if sys.platform.startswith("linux") else "kqueue"
 
 
-def _clients(s: Server) -> Fields:
+def _clients(s: Node) -> Fields:
     return [
-        ("connected_clients", len(s.clients)),
+        ("connected_clients", len(s.sessions)),
         ("cluster_connections", 0),
         ("maxclients", s.config["maxclients"]),
-        ("blocked_clients", s.blocked_clients),
+        ("blocked_clients", s.blocked_sessions),
         ("tracking_clients", 0),
         (
             "clients_in_timeout_table",
-            sum(1 for c in s.clients.values() if c.blocked and c.blocked.timeout_ms),
+            sum(1 for c in s.sessions.values() if c.blocked and c.blocked.timeout_ms),
         ),
     ]
 
@@ -144,7 +145,7 @@ def _human(n: int) -> str:
     return str(n)
 
 
-def _memory(s: Server) -> Fields:
+def _memory(s: Node) -> Fields:
     anon = _status_kb("RssAnon") * 1024
     rss = _status_kb("VmRSS") * 1024
     peak = _status_kb("VmHWM") * 1024
@@ -162,7 +163,7 @@ def _memory(s: Server) -> Fields:
     ]
 
 
-def _persistence(s: Server) -> Fields:
+def _persistence(s: Node) -> Fields:
     policy = s.keyspace.policy.value
     failed = any(
         stream.data.failure or stream.state.failure
@@ -186,7 +187,7 @@ def _persistence(s: Server) -> Fields:
     ]
 
 
-def _stats(s: Server) -> Fields:
+def _stats(s: Node) -> Fields:
     st = s.stats
     return [
         ("total_connections_received", st.connections_received),
@@ -207,7 +208,7 @@ def _stats(s: Server) -> Fields:
     ]
 
 
-def _replication(s: Server) -> Fields:
+def _replication(s: Node) -> Fields:
     """Redis's fields, the journal position as the offset (docs/replication.md)."""
     config = s.config
     journal = s.keyspace.journal
@@ -284,7 +285,7 @@ def _replication(s: Server) -> Fields:
     return fields
 
 
-def _cpu(s: Server) -> Fields:
+def _cpu(s: Node) -> Fields:
     usage = resource.getrusage(resource.RUSAGE_SELF)
     return [
         ("used_cpu_sys", f"{usage.ru_stime:.6f}"),
@@ -292,16 +293,16 @@ def _cpu(s: Server) -> Fields:
     ]
 
 
-def _errorstats(s: Server) -> Fields:
+def _errorstats(s: Node) -> Fields:
     return [(f"errorstat_{code}", f"count={n}") for code, n in sorted(s.stats.errors.items())]
 
 
-def _keyspace(s: Server) -> Fields:
+def _keyspace(s: Node) -> Fields:
     counts = [len(s.keyspace.names(i)) for i in range(len(s.keyspace.dbs))]  # unavailable keys too
     return [(f"db{i}", f"keys={n},expires=0,avg_ttl=0") for i, n in enumerate(counts) if n]
 
 
-def _commandstats(s: Server) -> Fields:
+def _commandstats(s: Node) -> Fields:
     out: Fields = []
     for cmd in sorted(all_commands(), key=lambda c: c.name):
         if not (cmd.calls or cmd.rejected or cmd.failed):
@@ -317,10 +318,10 @@ def _commandstats(s: Server) -> Fields:
     return out
 
 
-def _latencystats(s: Server) -> Fields:
+def _latencystats(s: Node) -> Fields:
     """Per-command percentiles, as Redis 7.0 shows them (nothing while tracking is
     off); each value is in microseconds, with three decimals."""
-    if not s.dispatch.latency_tracking:
+    if not s.config["latency-tracking"]:
         return []
     percentiles = s.config["latency-tracking-info-percentiles"]
     assert isinstance(percentiles, tuple)
@@ -338,7 +339,7 @@ def _latencystats(s: Server) -> Fields:
     return out
 
 
-def _narad(s: Server) -> Fields:
+def _narad(s: Node) -> Fields:
     journal = s.keyspace.journal
     gc = journal.stats
     cp = s.keyspace.checkpointer
@@ -365,7 +366,7 @@ def _narad(s: Server) -> Fields:
     ]
 
 
-def _queues(s: Server) -> Fields:
+def _queues(s: Node) -> Fields:
     """Queue totals (docs/queues.md): tracked = in flight, delayed or visible again."""
     queues = list(s.queues.queues())
     return [
@@ -378,7 +379,7 @@ def _queues(s: Server) -> Fields:
     ]
 
 
-SECTIONS: dict[str, Callable[[Server], Fields]] = {
+SECTIONS: dict[str, Callable[[Node], Fields]] = {
     "server": _server,
     "clients": _clients,
     "memory": _memory,

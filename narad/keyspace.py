@@ -41,7 +41,7 @@ import shutil
 import time
 from collections.abc import Callable, Collection
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 import msgpack
 
@@ -49,9 +49,8 @@ from narad.config import Config
 from narad.config.kinds import BadValue
 from narad.log import FsyncPolicy, Log, LogConfig, LogCorrupted, LogFailed, install, truncation
 from narad.log import checkpointer as checkpoints
-from narad.log.checkpointer import Checkpoint, Checkpointer, HeldForReplicas
+from narad.log.checkpointer import Checkpoint, Checkpointer, KeptForReplicas
 from narad.log.journal import (
-    JOURNAL_FOLDER,
     KIND_DATA,
     KIND_META,
     KIND_STATE,
@@ -62,13 +61,10 @@ from narad.log.journal import (
 from narad.log.lock import FolderBusy, lock_folder
 from narad.log.recovery import Replay
 from narad.machines import stream_machines
-from narad.metalog import DATABASES_ANY, MetaState
+from narad.metalog import MetaState
 from narad.schema.keyspace import StreamSchemas
 from narad.streams.machines import Machines
 from narad.streams.stream import Stream, log_records
-
-if TYPE_CHECKING:
-    from narad.server import Server
 
 logger = logging.getLogger("narad.keyspace")
 
@@ -87,7 +83,8 @@ class Keyspace:
         self.config = config
         self.machines = machines if machines is not None else stream_machines()
         self.root = Path(str(config["dir"])).resolve()
-        self.on_touch: Callable[[int, bytes], None] = lambda db, key: None
+        # Told of every key written: WATCHers and blocked sessions (narad/node.py).
+        self.on_write: Callable[[int, bytes], None] = lambda db, key: None
         self.on_delete: Callable[[Stream], None] = lambda stream: None
         self._init_state()
         # Whether this node writes on its own account (compaction at open, retention,
@@ -96,7 +93,7 @@ class Keyspace:
         self.leads = not config["replicaof"]
         # What this node's replicas still read, which checkpoints keep (set by
         # narad/replication/role.py; kept across a reopen).
-        self.held_for_replicas: HeldForReplicas = lambda: (None, False)
+        self.kept_for_replicas: KeptForReplicas = lambda: (None, False)
 
     def _init_state(self) -> None:
         """What an open keyspace holds, before `open` fills it."""
@@ -121,7 +118,7 @@ class Keyspace:
 
     # -- opening ------------------------------------------------------------------------
 
-    def open(self, server: Server | None = None, locked: bool = False) -> None:
+    def open(self, locked: bool = False) -> None:
         """Open the data dir: the journal, then the metadata log, then every stream's
         logs, each given by the journal what it lacks (narad/log/recovery.py), then
         the streams' state from their state logs; then a checkpoint, so that the
@@ -174,7 +171,7 @@ class Keyspace:
         journal.register(log_key(0, KIND_META), self.meta)
         replay.run({log_key(0, KIND_META): self.meta}, "metadata log")
         replay.cut_torn_commit()
-        replay.settle(0, self.meta)
+        replay.cut_to_journal(0, self.meta)
         state = self.meta_state
         state.replay(log_records(self.meta))
         self._meta_ops = state.ops
@@ -191,7 +188,7 @@ class Keyspace:
         replay.run(streams, "stream logs")
         for key, log in journal.logs.items():
             if key:
-                replay.settle(key, log)
+                replay.cut_to_journal(key, log)
         for stream in opened:
             stream.load()
             if stream.fault is None:
@@ -210,7 +207,7 @@ class Keyspace:
             if self._meta_ops > META_COMPACT_OPS and self.leads:
                 self._compact_meta()
                 journal.commit()
-        self.checkpointer = Checkpointer(journal, at, lambda: self.held_for_replicas())
+        self.checkpointer = Checkpointer(journal, at, lambda: self.kept_for_replicas())
         self.checkpointer.backlog_bytes = int(self.config["repl-backlog-size"])  # type: ignore[call-overload]
         # The checkpoint below fsyncs what the commits since the last one gave the
         # logs (replayed now, or written behind before the crash) and their start
@@ -355,7 +352,7 @@ class Keyspace:
         self.journal.unregister(stream.state)
         self.on_delete(stream)
         self._doomed.append(stream)
-        self.touch(stream.db, stream.key)  # its schema went with the op (MetaState.apply)
+        self.written(stream.db, stream.key)  # its schema went with the op (MetaState.apply)
 
     def schema_op(self, op: list[Any]) -> None:
         """Log a schema registry op (from `Registry.propose*`, keyed by a stream's
@@ -376,8 +373,8 @@ class Keyspace:
         del self.dbs[db][src]
         self.dbs[db][dst] = stream
         stream.key = dst
-        self.touch(db, src)
-        self.touch(db, dst)
+        self.written(db, src)
+        self.written(db, dst)
 
     def swapdb(self, a: int, b: int) -> None:
         self._meta_op(["swapdb", a, b])
@@ -400,9 +397,9 @@ class Keyspace:
         for key in list(self.names(db)):
             self.delete(db, key)
 
-    def touch(self, db: int, key: bytes) -> None:
+    def written(self, db: int, key: bytes) -> None:
         """`key` was written: WATCHers and blocked readers there are told."""
-        self.on_touch(db, key)
+        self.on_write(db, key)
 
     # -- following a leader (narad/replication/apply.py) ----------------------------------
 
@@ -455,7 +452,7 @@ class Keyspace:
     def remove_doomed(self) -> None:
         """Remove deleted streams' folders, once their delete ops are durable (and no
         checkpoint is fsyncing their logs)."""
-        if not self._doomed or self.checkpointer.running or self.held_for_replicas()[1]:
+        if not self._doomed or self.checkpointer.running or self.kept_for_replicas()[1]:
             return
         if self.policy is not FsyncPolicy.ALWAYS:
             try:
@@ -525,45 +522,3 @@ class Keyspace:
         if self._lock_fd >= 0:
             os.close(self._lock_fd)
             self._lock_fd = -1
-
-
-def _compact(meta: Log, snap: list[Any]) -> None:
-    """Replace the metadata log's history by one snap op, durably: the snap is synced
-    before the logical start moves past the old ops and their segments go."""
-    meta.roll()
-    first = meta.next_offset
-    meta.append(msgpack.packb(snap, use_bin_type=False))
-    meta.write()
-    meta.sync()
-    meta.set_start(first)
-    meta.apply_retention()
-
-
-def settle_journal(root: Path) -> None:
-    """Recover data dir `root` as a server's start does, and checkpoint it at the
-    journal's end, so that every log holds all its records in its own files and the
-    journal holds nothing after its checkpoint: a repair may then edit logs, and
-    `checkpointer.rebase` records their new ends. The caller holds the lock."""
-    keyspace = Keyspace(Config.load(None, [("dir", str(root))]))
-    keyspace.open(locked=True)
-    keyspace.close()
-
-
-def repair_metadata(root: Path) -> int:
-    """`narad check --repair` for the metadata log of data dir `root`: when replay
-    meets ops it cannot apply, compact the log into a snapshot of what applied (a
-    faulted stream keeps its leading usable schema versions; a later version and its
-    later ops are dropped). Returns how many faults that removed. The caller holds the
-    data dir's lock (narad/log/lock.py), as `narad check --repair` does."""
-    settle_journal(root)
-    meta = Log.open(root / "meta", LogConfig(segment_bytes=STATE_SEGMENT_BYTES, segment_ms=0))
-    try:
-        state = MetaState(StreamSchemas(), DATABASES_ANY)
-        state.replay(log_records(meta))
-        if state.faults:
-            _compact(meta, state.snapshot_op(repaired=True))
-    finally:
-        meta.close()
-    if state.faults:
-        checkpoints.rebase(root / JOURNAL_FOLDER, {log_key(0, KIND_META): meta.next_offset})
-    return len(state.faults)

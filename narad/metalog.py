@@ -15,7 +15,8 @@ The ops are listed in keyspace.py. Rules:
   stream folder is removed as an orphan and the log is not compacted.
 - `check_metadata` replays the same way from the segment files, read-only, and
   reports each fault; `narad check --repair` then compacts the log into a snapshot
-  of what applied (keyspace.repair_metadata), which removes the bad ops durably.
+  of what applied (narad/repair.py's repair_metadata), which removes the bad ops
+  durably.
 """
 
 from __future__ import annotations

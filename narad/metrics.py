@@ -9,14 +9,16 @@ bucket that holds them, as Redis's HdrHistogram does.
 
 Recording is on the hot path: one `Histogram.record` per command (or per pipelined
 batch, with its count) is a few integer operations and one list increment.
+
+`Stats` holds a node's counters for INFO stats (the per-command ones live on each
+command: narad/commands/table.py).
 """
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING
-
-if TYPE_CHECKING:
-    from narad.commands.table import Command
+import time
+from collections import Counter
+from dataclasses import dataclass, field
 
 SAMPLE_INTERVAL_S = 0.1
 SAMPLES = 16
@@ -95,9 +97,31 @@ def _highest(index: int) -> int:
     return ((mantissa + 1) << shift) - 1
 
 
-def track(cmd: Command, ns: int, count: int = 1) -> None:
-    """Record `count` calls of `cmd` that took `ns` nanoseconds each."""
-    histogram = cmd.latency
-    if histogram is None:
-        histogram = cmd.latency = Histogram()
-    histogram.record(ns, count)
+@dataclass
+class Stats:
+    """A node's counters, as INFO stats shows them."""
+
+    started_s: float = field(default_factory=time.time)
+    connections_received: int = 0
+    rejected_connections: int = 0
+    commands_processed: int = 0
+    error_replies: int = 0
+    net_input_bytes: int = 0
+    net_output_bytes: int = 0
+    reads_processed: int = 0  # data_received calls: one per socket read, as Redis counts
+    writes_processed: int = 0  # transport writes of replies
+    errors: Counter[str] = field(default_factory=Counter)
+    # instantaneous_*: sampled every SAMPLE_INTERVAL_S by the server.
+    ops_rate: Rate = field(default_factory=Rate)
+    input_rate: Rate = field(default_factory=Rate)
+    output_rate: Rate = field(default_factory=Rate)
+
+    def reset(self) -> None:
+        """CONFIG RESETSTAT: every counter back to zero (the start time stays)."""
+        fresh = Stats(started_s=self.started_s)
+        self.__dict__.update(fresh.__dict__)
+
+    def sample(self, now_s: float) -> None:
+        self.ops_rate.sample(self.commands_processed, now_s)
+        self.input_rate.sample(self.net_input_bytes, now_s)
+        self.output_rate.sample(self.net_output_bytes, now_s)

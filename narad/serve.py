@@ -1,7 +1,9 @@
 """`narad server`: load the configuration, open the keyspace, serve until told to stop.
 
-Everything here is process plumbing (logging, event loop choice, exit codes); the
-server itself is narad/server.py.
+Everything here is process plumbing (the command line's flags, logging as the config
+sets it, the pidfile, the open files limit, exit codes); the server itself is
+narad/server.py. What `narad sentinel` shares of it (log levels and format, the
+event loop) is narad/process.py.
 """
 
 from __future__ import annotations
@@ -12,25 +14,16 @@ import logging
 import os
 import sys
 import textwrap
-from collections.abc import Callable, Sequence
+from collections.abc import Sequence
 from typing import TYPE_CHECKING
 
 from narad.config.kinds import BoolKind, EnumKind, IntKind, MemoryKind, StringKind
 from narad.config.lexer import bare_or_quoted
 from narad.config.settings import SETTINGS, Setting
+from narad.process import log_level, log_to, loop_factory
 
 if TYPE_CHECKING:
-    import asyncio
-
     from narad.config import Config
-
-LOG_LEVELS = {
-    "debug": logging.DEBUG,
-    "verbose": logging.INFO,
-    "notice": logging.WARNING,
-    "warning": logging.WARNING,
-    "nothing": logging.CRITICAL + 1,
-}
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
@@ -129,18 +122,13 @@ OPEN_FILES_MAX = 1 << 20
 def setup_logging(config: Config) -> None:
     """Structured, quiet by default: `notice` shows warnings and the ready line.
     The level follows CONFIG SET loglevel; the file (`logfile`) is fixed at start."""
-    logfile = str(config["logfile"])
-    handler: logging.Handler = logging.FileHandler(logfile) if logfile else logging.StreamHandler()
-    handler.setFormatter(
-        logging.Formatter("ts=%(asctime)s level=%(levelname)s logger=%(name)s msg=%(message)r")
-    )
-    logging.getLogger("narad").handlers[:] = [handler]
+    log_to(str(config["logfile"]))
     set_log_level(config["loglevel"])
     config.on_change("loglevel", set_log_level)
 
 
 def set_log_level(name: object) -> None:
-    level = LOG_LEVELS.get(str(name), logging.WARNING)
+    level = log_level(name)
     logging.getLogger("narad").setLevel(level)
     # The server's own lifecycle lines (ready, stopped) are shown at `notice` too.
     logging.getLogger("narad.server").setLevel(min(level, logging.INFO))
@@ -183,7 +171,7 @@ def run(args: argparse.Namespace) -> int:
         return 1
     finally:
         pidfile.remove()
-    return server.exit_status
+    return server.node.exit_status
 
 
 class PidFile:
@@ -232,15 +220,6 @@ def raise_open_files_limit() -> None:
         )
         return
     logging.getLogger("narad.server").info("open files limit raised from %d to %d", soft, hard)
-
-
-def loop_factory() -> Callable[[], asyncio.AbstractEventLoop] | None:
-    """uvloop's event loop where it is installed, else asyncio's own."""
-    try:
-        import uvloop
-    except ImportError:
-        return None
-    return uvloop.new_event_loop
 
 
 def main(argv: Sequence[str] | None = None) -> int:

@@ -21,12 +21,12 @@ from hypothesis import strategies as st
 
 from narad.config import Config, ConfigError
 from narad.config.example import render_example_config
-from narad.config.glob import glob_match
 from narad.config.kinds import BadValue, BufferLimit, OutputBufferLimits
 from narad.config.lexer import quote, split_args
 from narad.config.numbers import GB, KB, LLONG_MAX, MB, format_memory, parse_memory
 from narad.config.rewrite import REWRITE_MARK
 from narad.config.settings import SETTINGS, Setting, lookup
+from narad.glob import match_text as glob_match
 from tests.servers import RedisProcess, have_redis_server
 
 ROOT = Path(__file__).resolve().parents[1]

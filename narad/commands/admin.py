@@ -6,7 +6,7 @@ from __future__ import annotations
 import time
 from typing import TYPE_CHECKING, Any
 
-from narad import info
+from narad import glob, info
 from narad.commands.args import parse_int
 from narad.commands.table import (
     COMMANDS,
@@ -22,67 +22,67 @@ from narad.errors import CommandError, syntax, unknown_subcommand, wrong_arity
 from narad.resp import SimpleString, Verbatim
 
 if TYPE_CHECKING:
-    from narad.client import Client
+    from narad.node import Session
 
 OK = SimpleString("OK")
 
 
 @command("info", -1, "loading stale", group="server", categories="@dangerous")
-def info_(client: Client, args: list[bytes]) -> Any:
+def info_(session: Session, args: list[bytes]) -> Any:
     """Returns information and statistics about the server."""
-    text = info.render(client.server, [a.decode(errors="replace") for a in args[1:]])
-    return Verbatim(text) if client.protocol >= 3 else text.encode()
+    text = info.render(session.node, [a.decode(errors="replace") for a in args[1:]])
+    return Verbatim(text) if session.protocol >= 3 else text.encode()
 
 
 @command("time", 1, "loading stale fast", group="server", since="2.6.0")
-def time_(client: Client, args: list[bytes]) -> Any:
+def time_(session: Session, args: list[bytes]) -> Any:
     """Returns the server time."""
     now = time.time_ns() // 1000
     return [b"%d" % (now // 1_000_000), b"%d" % (now % 1_000_000)]
 
 
 @command("lastsave", 1, "loading stale fast", group="server", categories="@admin @dangerous")
-def lastsave(client: Client, args: list[bytes]) -> Any:
+def lastsave(session: Session, args: list[bytes]) -> Any:
     """Returns the Unix timestamp of the last successful commit to disk."""
-    return client.server.keyspace.last_commit_s
+    return session.node.keyspace.last_commit_s
 
 
 @command("save", 1, "admin noscript no_async_loading no_multi", group="server")
-def save(client: Client, args: list[bytes]) -> Any:
+def save(session: Session, args: list[bytes]) -> Any:
     """Synchronously saves the database(s) to disk (Narad: commits and fsyncs now)."""
-    client.server.barrier.commit_now()
+    session.node.barrier.commit_now()
     return OK
 
 
 @command("bgsave", -1, "admin noscript no_async_loading", group="server")
-def bgsave(client: Client, args: list[bytes]) -> Any:
+def bgsave(session: Session, args: list[bytes]) -> Any:
     """Asynchronously saves the database(s) to disk (Narad: every write is already logged)."""
     return SimpleString("Background saving started")
 
 
 @command("shutdown", -1, "admin noscript loading stale no_multi allow_busy", group="server")
-def shutdown(client: Client, args: list[bytes]) -> Any:
+def shutdown(session: Session, args: list[bytes]) -> Any:
     """Synchronously saves the database(s) to disk and shuts down the Redis server."""
-    if client.in_exec:
+    if session.in_exec:
         raise CommandError("Command not allowed inside a transaction")
     for arg in args[1:]:
         if arg.lower() not in (b"nosave", b"save", b"now", b"force", b"abort"):
             raise syntax()
     if any(a.lower() == b"abort" for a in args[1:]):
         raise CommandError("No shutdown in progress.")
-    client.server.request_shutdown()
-    from narad.client import NO_REPLY
+    session.node.request_shutdown()
+    from narad.node import NO_REPLY
 
     return NO_REPLY
 
 
 @command("monitor", 1, "admin noscript loading stale", group="server")
-def monitor(client: Client, args: list[bytes]) -> Any:
+def monitor(session: Session, args: list[bytes]) -> Any:
     """Listens for all requests received by the server in real-time."""
-    if client.in_exec:
+    if session.in_exec:
         raise CommandError("MONITOR isn't allowed for DENY BLOCKING client")
-    if client not in client.server.dispatch.monitors:
-        client.server.dispatch.monitors.append(client)
+    if session not in session.node.observers.monitors:
+        session.node.observers.monitors.append(session)
     return OK
 
 
@@ -96,14 +96,14 @@ def _config_error(exc: ConfigError) -> CommandError:
 
 
 @command("get", -3, "admin noscript loading stale", group="server", parent="config")
-def config_get(client: Client, args: list[bytes]) -> Any:
+def config_get(session: Session, args: list[bytes]) -> Any:
     """Returns the effective values of configuration parameters."""
-    pairs = client.server.config.get([a.decode(errors="replace") for a in args[2:]])
+    pairs = session.node.config.get([a.decode(errors="replace") for a in args[2:]])
     return {name: value for name, value in pairs}
 
 
 @command("set", -4, "admin noscript loading stale", group="server", parent="config")
-def config_set(client: Client, args: list[bytes]) -> Any:
+def config_set(session: Session, args: list[bytes]) -> Any:
     """Sets configuration parameters in-flight."""
     if len(args) % 2:
         raise wrong_arity("config|set")
@@ -112,32 +112,34 @@ def config_set(client: Client, args: list[bytes]) -> Any:
         for i in range(2, len(args), 2)
     ]
     try:
-        client.server.config.set(pairs)
+        session.node.config.set(pairs)
     except ConfigError as exc:
         raise _config_error(exc) from None
     return OK
 
 
 @command("resetstat", 2, "admin noscript loading stale", group="server", parent="config")
-def config_resetstat(client: Client, args: list[bytes]) -> Any:
+def config_resetstat(session: Session, args: list[bytes]) -> Any:
     """Resets the server's statistics."""
-    client.server.stats.reset()
-    client.server.dispatch.slowlog.clear()
+    session.node.stats.reset()
+    for cmd in all_commands():
+        cmd.reset_stats()
+    session.node.observers.slowlog.clear()
     return OK
 
 
 @command("rewrite", 2, "admin noscript loading stale", group="server", parent="config")
-def config_rewrite(client: Client, args: list[bytes]) -> Any:
+def config_rewrite(session: Session, args: list[bytes]) -> Any:
     """Persists the effective configuration to file."""
     try:
-        client.server.config.rewrite()
+        session.node.config.rewrite()
     except ConfigError as exc:
         raise _config_error(exc) from None
     return OK
 
 
 @command("help", 2, "loading stale", group="server", parent="config")
-def config_help(client: Client, args: list[bytes]) -> Any:
+def config_help(session: Session, args: list[bytes]) -> Any:
     """Returns helpful text about the different subcommands."""
     return help_reply([
         "CONFIG <subcommand> [<arg> [value] [opt] ...]. Subcommands are:",
@@ -161,7 +163,7 @@ def config_help(client: Client, args: list[bytes]) -> Any:
     "command", -1, "loading stale", group="server", since="2.8.13", complexity="O(N)",
     categories="@connection",
 )
-def command_(client: Client, args: list[bytes]) -> Any:
+def command_(session: Session, args: list[bytes]) -> Any:
     """Returns detailed information about all commands."""
     if len(args) > 1:
         # COMMAND both answers alone and has subcommands; when the dispatcher hands
@@ -171,7 +173,7 @@ def command_(client: Client, args: list[bytes]) -> Any:
             raise unknown_subcommand(args[1], "command")
         if not sub.check_arity(len(args)):
             raise wrong_arity(sub.name)
-        return sub.handler(client, args)
+        return sub.handler(session, args)
     return [
         info_reply(cmd) for cmd in COMMANDS.values() if cmd.handler is not None or cmd.subcommands
     ]
@@ -181,7 +183,7 @@ def command_(client: Client, args: list[bytes]) -> Any:
     "count", 2, "loading stale", group="server",
     parent="command", since="2.8.13", categories="@connection",
 )
-def command_count(client: Client, args: list[bytes]) -> Any:
+def command_count(session: Session, args: list[bytes]) -> Any:
     """Returns a count of commands."""
     return len(COMMANDS)
 
@@ -190,7 +192,7 @@ def command_count(client: Client, args: list[bytes]) -> Any:
     "info", -2, "loading stale", group="server",
     parent="command", since="2.8.13", categories="@connection",
 )
-def command_info(client: Client, args: list[bytes]) -> Any:
+def command_info(session: Session, args: list[bytes]) -> Any:
     """Returns information about one, multiple or all commands."""
     if len(args) == 2:
         return [info_reply(cmd) for cmd in COMMANDS.values()]
@@ -206,7 +208,7 @@ def _lookup_info(name: bytes) -> Any:
     "docs", -2, "loading stale", group="server",
     parent="command", since="7.0.0", categories="@connection",
 )
-def command_docs(client: Client, args: list[bytes]) -> Any:
+def command_docs(session: Session, args: list[bytes]) -> Any:
     """Returns documentary information about one, multiple or all commands."""
     names = [n.lower() for n in args[2:]] or list(COMMANDS)
     return {name.decode(): docs_reply(COMMANDS[name]) for name in names if name in COMMANDS}
@@ -216,7 +218,7 @@ def command_docs(client: Client, args: list[bytes]) -> Any:
     "list", -2, "loading stale", group="server",
     parent="command", since="7.0.0", categories="@connection",
 )
-def command_list(client: Client, args: list[bytes]) -> Any:
+def command_list(session: Session, args: list[bytes]) -> Any:
     """Returns a list of command names."""
     # As in Redis 7.0, subcommands are listed too, by their full names ("client|list").
     commands = [c for c in all_commands() if c.handler is not None or c.subcommands]
@@ -224,9 +226,8 @@ def command_list(client: Client, args: list[bytes]) -> Any:
     if len(args) == 5 and args[2].lower() == b"filterby":
         kind, value = args[3].lower(), args[4].decode(errors="replace").lower()
         if kind == b"pattern":
-            from narad.commands.keys import glob_match
 
-            names = [n for n in names if glob_match(value.encode(), n.encode())]
+            names = [n for n in names if glob.match(value.encode(), n.encode())]
         elif kind == b"aclcat":
             names = [c.name for c in commands if f"@{value}" in c.categories]
         elif kind == b"module":
@@ -242,7 +243,7 @@ def command_list(client: Client, args: list[bytes]) -> Any:
     "getkeys", -4, "loading stale", group="server",
     parent="command", since="2.8.13", categories="@connection",
 )
-def command_getkeys(client: Client, args: list[bytes]) -> Any:
+def command_getkeys(session: Session, args: list[bytes]) -> Any:
     """Extracts the key names from an arbitrary command."""
     argv = args[2:]
     cmd = COMMANDS.get(argv[0].lower())
@@ -273,7 +274,7 @@ def _stream_read_keys(argv: list[bytes]) -> list[bytes]:
 
 
 @command("help", 2, "loading stale", group="server", parent="command", categories="@connection")
-def command_help(client: Client, args: list[bytes]) -> Any:
+def command_help(session: Session, args: list[bytes]) -> Any:
     """Returns helpful text about the different subcommands."""
     return help_reply([
         "COMMAND <subcommand> [<arg> [value] [opt] ...]. Subcommands are:",
@@ -300,7 +301,7 @@ container("function", "scripting", "A container for function commands.", "7.0.0"
 
 
 @command("flush", -2, "write noscript", group="scripting", parent="function", since="7.0.0")
-def function_flush(client: Client, args: list[bytes]) -> Any:
+def function_flush(session: Session, args: list[bytes]) -> Any:
     """Deletes all libraries and functions (Narad has none: nothing to do)."""
     if len(args) > 3:
         raise syntax()
@@ -310,7 +311,7 @@ def function_flush(client: Client, args: list[bytes]) -> Any:
 
 
 @command("list", -2, "noscript", group="scripting", parent="function", since="7.0.0")
-def function_list(client: Client, args: list[bytes]) -> Any:
+def function_list(session: Session, args: list[bytes]) -> Any:
     """Returns information about all libraries (Narad has none)."""
     return []
 
@@ -319,7 +320,7 @@ container("slowlog", "server", "A container for slow log commands.", "2.2.12")
 
 
 @command("get", -2, "admin loading stale", group="server", parent="slowlog")
-def slowlog_get(client: Client, args: list[bytes]) -> Any:
+def slowlog_get(session: Session, args: list[bytes]) -> Any:
     """Returns the slow log's entries."""
     count = 10
     if len(args) == 3:
@@ -327,7 +328,7 @@ def slowlog_get(client: Client, args: list[bytes]) -> Any:
         if count < -1:
             raise CommandError("count should be greater than or equal to -1")
         if count == -1:
-            count = len(client.server.dispatch.slowlog)
+            count = len(session.node.observers.slowlog)
     elif len(args) > 3:
         raise CommandError(
             "unknown subcommand or wrong number of arguments for "
@@ -335,25 +336,25 @@ def slowlog_get(client: Client, args: list[bytes]) -> Any:
         )
     return [
         [e.id, e.at_s, e.usec, e.argv, e.addr.encode(), e.name.encode()]
-        for e in list(client.server.dispatch.slowlog)[:count]
+        for e in list(session.node.observers.slowlog)[:count]
     ]
 
 
 @command("len", 2, "admin loading stale", group="server", parent="slowlog")
-def slowlog_len(client: Client, args: list[bytes]) -> Any:
+def slowlog_len(session: Session, args: list[bytes]) -> Any:
     """Returns the number of entries in the slow log."""
-    return len(client.server.dispatch.slowlog)
+    return len(session.node.observers.slowlog)
 
 
 @command("reset", 2, "admin loading stale", group="server", parent="slowlog")
-def slowlog_reset(client: Client, args: list[bytes]) -> Any:
+def slowlog_reset(session: Session, args: list[bytes]) -> Any:
     """Clears all entries from the slow log."""
-    client.server.dispatch.slowlog.clear()
+    session.node.observers.slowlog.clear()
     return OK
 
 
 @command("help", 2, "loading stale", group="server", parent="slowlog")
-def slowlog_help(client: Client, args: list[bytes]) -> Any:
+def slowlog_help(session: Session, args: list[bytes]) -> Any:
     """Show helpful text about the different subcommands."""
     return help_reply([
         "SLOWLOG <subcommand> [<arg> [value] [opt] ...]. Subcommands are:",

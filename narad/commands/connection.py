@@ -3,108 +3,43 @@
 from __future__ import annotations
 
 import time
-from collections.abc import Iterable
 from typing import TYPE_CHECKING, Any
 
+from narad.commands import handshake
 from narad.commands.args import parse_int
+from narad.commands.handshake import validate_name
 from narad.commands.table import command, container, help_reply
-from narad.errors import WRONGPASS, CommandError, syntax, unknown_subcommand
+from narad.errors import CommandError, syntax, unknown_subcommand
 from narad.resp import SimpleString, Verbatim
 
 if TYPE_CHECKING:
-    from narad.client import Client
+    from narad.node import Session
 
 OK = SimpleString("OK")
-REDIS_VERSION = "7.0.15"  # the Redis whose commands Narad answers as
 
 
 @command("ping", -1, "fast", group="connection")
-def ping(client: Client, args: list[bytes]) -> Any:
+def ping(session: Session, args: list[bytes]) -> Any:
     """Returns the server's liveliness response."""
     if len(args) > 2:
         raise CommandError("wrong number of arguments for 'ping' command")
-    if client.push_handler is not None and client.protocol == 2:
+    if session.push_handler is not None and session.protocol == 2:
         return [b"pong", args[1] if len(args) == 2 else b""]
     return args[1] if len(args) == 2 else SimpleString("PONG")
 
 
 @command("echo", 2, "fast loading stale", group="connection")
-def echo(client: Client, args: list[bytes]) -> Any:
+def echo(session: Session, args: list[bytes]) -> Any:
     """Returns the given string."""
     return args[1]
-
-
-def check_password(client: Client, user: bytes, password: bytes) -> None:
-    required = str(client.server.config["requirepass"]).encode()
-    if user != b"default":
-        raise WRONGPASS
-    import hmac  # with hashlib ~1.5 ms to load: at the first password, not at start
-
-    # Without requirepass the default user is `nopass`, as in Redis: any password works.
-    if required and not hmac.compare_digest(password, required):
-        raise WRONGPASS
-
-
-HELLO_NOAUTH = CommandError(
-    "HELLO must be called with the client already authenticated, otherwise the "
-    "HELLO AUTH <user> <pass> option can be used to authenticate the "
-    "client and select the RESP protocol version at the same time",
-    "NOAUTH",
-)
-
-
-def parse_hello(
-    args: list[bytes], protocol: int
-) -> tuple[int, tuple[bytes, bytes] | None, bytes | None]:
-    """HELLO's arguments: the protocol asked for (else `protocol`), AUTH's user and
-    password if given (redacted in `args`), SETNAME's name if given."""
-    i = 1
-    if len(args) > 1:
-        try:
-            protocol = parse_int(args[1])
-        except CommandError:
-            raise CommandError("Protocol version is not an integer or out of range") from None
-        if protocol not in (2, 3):
-            raise CommandError("unsupported protocol version", "NOPROTO")
-        i = 2
-    auth: tuple[bytes, bytes] | None = None
-    name: bytes | None = None
-    while i < len(args):
-        opt = args[i].lower()
-        if opt == b"auth" and i + 2 < len(args):
-            auth = (args[i + 1], args[i + 2])
-            _redact(args, (i + 1, i + 2))
-            i += 3
-        elif opt == b"setname" and i + 1 < len(args):
-            name = validate_name(args[i + 1])
-            i += 2
-        else:
-            raise CommandError(f"Syntax error in HELLO option '{args[i].decode(errors='replace')}'")
-    return protocol, auth, name
-
-
-def _redact(args: list[bytes], positions: Iterable[int]) -> None:
-    """Passwords never reach the slow log (which records `args` after the call)."""
-    for i in positions:
-        args[i] = b"(redacted)"
 
 
 @command(
     "auth", -2, "noauth noscript loading stale fast no_auth allow_busy", group="connection"
 )
-def auth(client: Client, args: list[bytes]) -> Any:
+def auth(session: Session, args: list[bytes]) -> Any:
     """Authenticates the connection."""
-    if len(args) > 3:
-        raise syntax()
-    user, password = (b"default", args[1]) if len(args) == 2 else (args[1], args[2])
-    _redact(args, range(1, len(args)))
-    if len(args) == 2 and not client.server.config["requirepass"]:
-        raise CommandError(
-            "AUTH <password> called without any password configured for the default user. "
-            "Are you sure your configuration is correct?"
-        )
-    check_password(client, user, password)
-    client.authenticated = True
+    handshake.auth(session, args, str(session.node.config["requirepass"]))
     return OK
 
 
@@ -112,34 +47,19 @@ def auth(client: Client, args: list[bytes]) -> Any:
     "hello", -1, "noauth noscript loading stale fast no_auth allow_busy", group="connection",
     since="6.0.0",
 )
-def hello(client: Client, args: list[bytes]) -> Any:
+def hello(session: Session, args: list[bytes]) -> Any:
     """Handshakes with the Redis server."""
-    protocol, auth, name = parse_hello(args, client.protocol)
-    if auth is not None:
-        check_password(client, *auth)
-        client.authenticated = True
-    if not client.authenticated:
-        raise HELLO_NOAUTH
-    if name is not None:
-        client.name = name.decode()
-    client.protocol = protocol
-    return {
-        "server": "redis",
-        "version": REDIS_VERSION,
-        "proto": protocol,
-        "id": client.id,
-        "mode": "standalone",
-        "role": "replica" if client.server.replication.is_replica else "master",
-        "modules": [],
-    }
+    node = session.node
+    role = "replica" if node.replication.is_replica else "master"
+    return handshake.hello(session, args, str(node.config["requirepass"]), "standalone", role)
 
 
 @command(
     "quit", -1, "noauth noscript loading stale fast no_auth allow_busy", group="connection"
 )
-def quit_(client: Client, args: list[bytes]) -> Any:
+def quit_(session: Session, args: list[bytes]) -> Any:
     """Closes the connection."""
-    client.close_after_reply()
+    session.close_after_reply()
     return OK
 
 
@@ -147,9 +67,9 @@ def quit_(client: Client, args: list[bytes]) -> Any:
     "reset", 1, "noauth noscript loading stale fast no_auth allow_busy", group="connection",
     since="6.2.0",
 )
-def reset(client: Client, args: list[bytes]) -> Any:
+def reset(session: Session, args: list[bytes]) -> Any:
     """Resets the connection."""
-    client.reset()
+    session.reset()
     return SimpleString("RESET")
 
 
@@ -158,33 +78,27 @@ def reset(client: Client, args: list[bytes]) -> Any:
 container("client", "connection", "A container for client connection commands.", "2.4.0")
 
 
-def validate_name(name: bytes) -> bytes:
-    if any(ch <= 32 or ch > 126 for ch in name):
-        raise CommandError("Client names cannot contain spaces, newlines or special characters.")
-    return name
-
-
 @command("id", 2, "noscript loading stale", group="connection", parent="client", since="5.0.0")
-def client_id(client: Client, args: list[bytes]) -> Any:
+def client_id(session: Session, args: list[bytes]) -> Any:
     """Returns the unique client ID of the connection."""
-    return client.id
+    return session.id
 
 
 @command("setname", 3, "noscript loading stale", group="connection", parent="client")
-def client_setname(client: Client, args: list[bytes]) -> Any:
+def client_setname(session: Session, args: list[bytes]) -> Any:
     """Sets the connection name."""
-    client.name = validate_name(args[2]).decode()
+    session.name = validate_name(args[2]).decode()
     return OK
 
 
 @command("getname", 2, "noscript loading stale", group="connection", parent="client")
-def client_getname(client: Client, args: list[bytes]) -> Any:
+def client_getname(session: Session, args: list[bytes]) -> Any:
     """Returns the name of the connection."""
-    return client.name.encode() if client.name else None
+    return session.name.encode() if session.name else None
 
 
 @command("setinfo", 4, "noscript loading stale", group="connection", parent="client", since="7.2.0")
-def client_setinfo(client: Client, args: list[bytes]) -> Any:
+def client_setinfo(session: Session, args: list[bytes]) -> Any:
     """Sets information specific to the client or connection."""
     attr, value = args[2].lower(), args[3]
     if any(ch < 33 or ch > 126 for ch in value):
@@ -192,15 +106,15 @@ def client_setinfo(client: Client, args: list[bytes]) -> Any:
             f"{attr.decode().upper()} cannot contain spaces, newlines or special characters."
         )
     if attr == b"lib-name":
-        client.lib_name = value.decode()
+        session.lib_name = value.decode()
     elif attr == b"lib-ver":
-        client.lib_ver = value.decode()
+        session.lib_ver = value.decode()
     else:
         raise CommandError(f"Unrecognized option '{args[2].decode(errors='replace')}'")
     return OK
 
 
-def client_line(c: Client, current: str | None = None) -> str:
+def client_line(c: Session, current: str | None = None) -> str:
     """One CLIENT LIST line; `current` names the command the caller is running."""
     now = time.time()
     flags = "N"
@@ -209,9 +123,10 @@ def client_line(c: Client, current: str | None = None) -> str:
     elif c.multi is not None:
         flags = "x"
     cmd = current or c.last_command or "NULL"
+    conn = c.connection
     return (
-        f"id={c.id} addr={c.addr} laddr={c.laddr} fd=-1 name={c.name} "
-        f"age={int(now - c.created_s)} idle={int(now - c.last_interaction_s)} flags={flags} "
+        f"id={c.id} addr={conn.addr} laddr={conn.laddr} fd=-1 name={c.name} "
+        f"age={int(now - conn.created_s)} idle={int(now - conn.last_interaction_s)} flags={flags} "
         f"db={c.db} sub=0 psub=0 ssub=0 multi={len(c.multi) if c.multi is not None else -1} "
         f"qbuf=0 qbuf-free=0 argv-mem=0 multi-mem=0 rbs=0 rbp=0 obl=0 oll=0 "
         f"omem={len(c.out)} tot-mem=0 events=r cmd={cmd} user=default redir=-1 "
@@ -222,9 +137,9 @@ def client_line(c: Client, current: str | None = None) -> str:
 @command(
     "list", -2, "admin noscript loading stale", group="connection", parent="client", since="2.4.0"
 )
-def client_list(client: Client, args: list[bytes]) -> Any:
+def client_list(session: Session, args: list[bytes]) -> Any:
     """Lists open connections."""
-    clients = sorted(client.server.clients.values(), key=lambda c: c.id)
+    clients = sorted(session.node.sessions.values(), key=lambda c: c.id)
     if len(args) >= 4 and args[2].lower() == b"id":
         wanted = {parse_int(a, "Invalid client ID") for a in args[3:]}
         clients = [c for c in clients if c.id in wanted]
@@ -235,25 +150,25 @@ def client_list(client: Client, args: list[bytes]) -> Any:
     elif len(args) != 2:
         raise syntax()
     return Verbatim(
-        "".join(client_line(c, "client|list" if c is client else None) + "\n" for c in clients)
+        "".join(client_line(c, "client|list" if c is session else None) + "\n" for c in clients)
     )
 
 
 @command("info", 2, "noscript loading stale", group="connection", parent="client", since="6.2.0")
-def client_info(client: Client, args: list[bytes]) -> Any:
+def client_info(session: Session, args: list[bytes]) -> Any:
     """Returns information about the connection."""
-    return Verbatim(client_line(client, "client|info") + "\n")
+    return Verbatim(client_line(session, "client|info") + "\n")
 
 
 @command("kill", -3, "admin noscript loading stale", group="connection", parent="client")
-def client_kill(client: Client, args: list[bytes]) -> Any:
+def client_kill(session: Session, args: list[bytes]) -> Any:
     """Terminates open connections."""
-    server = client.server
+    node = session.node
     if len(args) == 3:  # the old form: CLIENT KILL addr:port
         target = args[2].decode(errors="replace")
-        for other in server.clients.values():
+        for other in node.sessions.values():
             if other.addr == target:
-                other.close_after_reply() if other is client else other.close()
+                other.close_after_reply() if other is session else other.close()
                 return OK
         raise CommandError("No such client")
     filters: list[tuple[bytes, bytes]] = []
@@ -263,7 +178,7 @@ def client_kill(client: Client, args: list[bytes]) -> Any:
         filters.append((args[i].lower(), args[i + 1]))
     skipme = True
     victims = []
-    for other in server.clients.values():
+    for other in node.sessions.values():
         keep = False
         for name, value in filters:
             if name == b"id":
@@ -274,7 +189,7 @@ def client_kill(client: Client, args: list[bytes]) -> Any:
             elif name == b"addr":
                 keep |= other.addr != value.decode(errors="replace")
             elif name == b"laddr":
-                keep |= other.laddr != value.decode(errors="replace")
+                keep |= other.connection.laddr != value.decode(errors="replace")
             elif name == b"user":
                 if value != b"default":
                     raise CommandError(f"No such user '{value.decode(errors='replace')}'")
@@ -285,34 +200,34 @@ def client_kill(client: Client, args: list[bytes]) -> Any:
             elif name == b"type":
                 keep |= value.lower() != b"normal"
             elif name == b"maxage":
-                keep |= time.time() - other.created_s < parse_int(value)
+                keep |= time.time() - other.connection.created_s < parse_int(value)
             else:
                 raise syntax()
         if not keep:
             victims.append(other)
     killed = 0
     for other in victims:
-        if other is client and skipme:
+        if other is session and skipme:
             continue
         killed += 1
-        other.close_after_reply() if other is client else other.close()
+        other.close_after_reply() if other is session else other.close()
     return killed
 
 
 @command("reply", 3, "noscript loading stale", group="connection", parent="client", since="3.2.0")
-def client_reply(client: Client, args: list[bytes]) -> Any:
+def client_reply(session: Session, args: list[bytes]) -> Any:
     """Instructs the server whether to reply to commands."""
-    from narad.client import NO_REPLY
+    from narad.node import NO_REPLY
 
     mode = args[2].lower()
     if mode == b"on":
-        client.reply_off = False
+        session.reply_off = False
         return OK
     if mode == b"off":
-        client.reply_off = True
+        session.reply_off = True
         return NO_REPLY
     if mode == b"skip":
-        client.skip_next = not client.reply_off
+        session.skip_next = not session.reply_off
         return NO_REPLY
     raise syntax()
 
@@ -325,7 +240,7 @@ def client_reply(client: Client, args: list[bytes]) -> Any:
     parent="client",
     since="7.0.0",
 )
-def client_no_evict(client: Client, args: list[bytes]) -> Any:
+def client_no_evict(session: Session, args: list[bytes]) -> Any:
     """Sets the client eviction mode of the connection."""
     if args[2].lower() not in (b"on", b"off"):
         raise syntax()
@@ -335,7 +250,7 @@ def client_no_evict(client: Client, args: list[bytes]) -> Any:
 @command(
     "no-touch", 3, "noscript loading stale", group="connection", parent="client", since="7.2.0"
 )
-def client_no_touch(client: Client, args: list[bytes]) -> Any:
+def client_no_touch(session: Session, args: list[bytes]) -> Any:
     """Controls whether commands sent by the client affect the LRU/LFU of accessed keys."""
     if args[2].lower() not in (b"on", b"off"):
         raise syntax()
@@ -343,7 +258,7 @@ def client_no_touch(client: Client, args: list[bytes]) -> Any:
 
 
 @command("help", 2, "loading stale", group="connection", parent="client")
-def client_help(client: Client, args: list[bytes]) -> Any:
+def client_help(session: Session, args: list[bytes]) -> Any:
     """Returns helpful text about the different subcommands."""
     return help_reply([
         "CLIENT <subcommand> [<arg> [value] [opt] ...]. Subcommands are:",

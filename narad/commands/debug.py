@@ -16,7 +16,7 @@ from narad.queues.queue import MAX_CLOCK_MS
 from narad.resp import SimpleString
 
 if TYPE_CHECKING:
-    from narad.client import Client
+    from narad.node import Session
 
 NOT_ALLOWED = (
     'DEBUG command not allowed. If the enable-debug-command option is set to "local", '
@@ -41,16 +41,16 @@ HELP = [
 ]
 
 
-def _allowed(client: Client) -> bool:
-    mode = str(client.server.config["enable-debug-command"])
+def _allowed(session: Session) -> bool:
+    mode = str(session.node.config["enable-debug-command"])
     if mode == "yes":
         return True
-    return mode == "local" and client.addr.startswith(("127.", "[::1]"))
+    return mode == "local" and session.addr.startswith(("127.", "[::1]"))
 
 
 @command("debug", -2, "admin noscript loading stale", group="server", summary="A debug tool.")
-def debug(client: Client, args: list[bytes]) -> Any:
-    if not _allowed(client):
+def debug(session: Session, args: list[bytes]) -> Any:
+    if not _allowed(session):
         raise CommandError(NOT_ALLOWED)
     sub = args[1].lower()
     if sub == b"help":
@@ -59,7 +59,7 @@ def debug(client: Client, args: list[bytes]) -> Any:
         return _sleep(args[2])
     if sub != b"clock":
         raise unknown_subcommand(args[1], "debug")
-    clock = client.server.queues.clock
+    clock = session.node.queues.clock
     action = args[2].lower() if len(args) > 2 else b""
     if action == b"" and len(args) == 2:
         return clock.now_ms()
@@ -80,7 +80,7 @@ def debug(client: Client, args: list[bytes]) -> Any:
         now = clock.now_ms()
     else:
         raise syntax()
-    client.server.queues.tick()
+    session.node.queues.tick()
     return now
 
 

@@ -18,15 +18,17 @@ from typing import TYPE_CHECKING, Any
 from narad.commands.args import INT64_MAX, parse_int, parse_timeout_ms, text
 from narad.commands.frames import entries_reply
 from narad.commands.streams import BLOCKED_COUNT_DEFAULT, changed, written
-from narad.commands.table import Block, command, container
+from narad.commands.table import command, container
 from narad.errors import CommandError, syntax
+from narad.keywatch import Block
 from narad.resp import Encoded, NullArray, SimpleString
 from narad.streams import groups, ids
-from narad.streams.groups import ClaimOptions, Counters, Group
+from narad.streams.groups import ClaimOptions, Counters
+from narad.streams.pel import Consumer, Group
 from narad.streams.stream import Entry, Stream
 
 if TYPE_CHECKING:
-    from narad.client import Client
+    from narad.node import Session
 
 OK = SimpleString("OK")
 AUTOCLAIM_COUNT_MAX = ((1 << 63) - 1) // 16
@@ -35,8 +37,8 @@ AUTOCLAIM_COUNT_MAX = ((1 << 63) - 1) // 16
 # -- helpers -------------------------------------------------------------------------------
 
 
-def _stream(client: Client, key: bytes) -> Stream | None:
-    return client.server.keyspace.get(client.db, key)
+def _stream(session: Session, key: bytes) -> Stream | None:
+    return session.node.keyspace.get(session.db, key)
 
 
 def _entry(entry: Entry) -> list[Any]:
@@ -74,9 +76,9 @@ def _interval(arg: bytes, low: bool) -> int:
     return ids.parse(arg, 0 if low else ids.U64_MAX)
 
 
-def _multi_reply(client: Client, served: list[tuple[bytes, Any]]) -> Any:
+def _multi_reply(session: Session, served: list[tuple[bytes, Any]]) -> Any:
     """XREADGROUP's outer reply: an array of [key, entries] pairs, a map in RESP3."""
-    if client.protocol >= 3:
+    if session.protocol >= 3:
         return dict(served)
     return [[key, entries] for key, entries in served]
 
@@ -115,7 +117,7 @@ class XGroupArgs:
     entries_read: int | None = None  # None: ENTRIESREAD not given, or -1
 
 
-def _xgroup_args(client: Client, args: list[bytes]) -> XGroupArgs:
+def _xgroup_args(session: Session, args: list[bytes]) -> XGroupArgs:
     """Options, then the key (which must exist unless MKSTREAM), then the group
     (which must exist for SETID, CREATECONSUMER and DELCONSUMER), as Redis checks."""
     sub = args[1].lower()
@@ -131,7 +133,7 @@ def _xgroup_args(client: Client, args: list[bytes]) -> XGroupArgs:
             i += 2
         else:
             raise _subcommand_syntax(args, "XGROUP")
-    out.stream = _stream(client, out.key)
+    out.stream = _stream(session, out.key)
     if out.mkstream:
         return out
     if out.stream is None:
@@ -153,14 +155,14 @@ def _entries_read(arg: bytes) -> int | None:
 
 
 @command("create", -5, "write denyoom", (2, 2, 1), "stream", since="5.0.0", parent="xgroup")
-def xgroup_create(client: Client, args: list[bytes]) -> Any:
+def xgroup_create(session: Session, args: list[bytes]) -> Any:
     """Create a consumer group.
 
     XGROUP CREATE key group id|$ [MKSTREAM] [ENTRIESREAD n] -> OK. The ID is strict
     (no `-` / `+`); `$` is the stream's last ID (0-0 for a stream MKSTREAM creates).
     Errors: the key must exist without MKSTREAM; BUSYGROUP if the group exists.
     """
-    xa = _xgroup_args(client, args)
+    xa = _xgroup_args(session, args)
     if len(args) > 8:
         raise _subcommand_syntax(args, "XGROUP")
     if args[4] == b"$":
@@ -170,29 +172,29 @@ def xgroup_create(client: Client, args: list[bytes]) -> Any:
     stream = xa.stream
     made = stream is None  # MKSTREAM: a new stream has no group to be busy
     if stream is None:
-        stream = client.server.keyspace.create_stream(client.db, xa.key)
+        stream = session.node.keyspace.create_stream(session.db, xa.key)
     if not groups.create_group(stream, xa.name, last_id, xa.entries_read):
         raise CommandError("Consumer Group name already exists", "BUSYGROUP")
     # A new key wakes blocked readers as any new key does; `written` also does what
     # `changed` does, so one of the two.
-    (written if made else changed)(client, xa.key)
+    (written if made else changed)(session, xa.key)
     return OK
 
 
 @command("setid", -5, "write", (2, 2, 1), "stream", since="5.0.0", parent="xgroup")
-def xgroup_setid(client: Client, args: list[bytes]) -> Any:
+def xgroup_setid(session: Session, args: list[bytes]) -> Any:
     """Set a consumer group to an arbitrary last delivered ID value.
 
     XGROUP SETID key group id|$ [ENTRIESREAD n] -> OK. `-` and `+` are accepted; the
     read counter becomes n, or unknown without ENTRIESREAD.
     """
-    xa = _xgroup_args(client, args)
+    xa = _xgroup_args(session, args)
     if len(args) not in (5, 7):
         raise _subcommand_syntax(args, "XGROUP")
     assert xa.stream is not None and xa.group is not None
     last_id = xa.stream.last_id if args[4] == b"$" else ids.parse(args[4])
     groups.set_group_id(xa.stream, xa.group, last_id, xa.entries_read)
-    changed(client, xa.key)
+    changed(session, xa.key)
     return OK
 
 
@@ -206,48 +208,48 @@ def xgroup_setid(client: Client, args: list[bytes]) -> Any:
     parent="xgroup",
     complexity="O(N) where N is the number of entries in the group's pending entries list (PEL).",
 )
-def xgroup_destroy(client: Client, args: list[bytes]) -> Any:
+def xgroup_destroy(session: Session, args: list[bytes]) -> Any:
     """Destroy a consumer group.
 
     XGROUP DESTROY key group -> 1, or 0 if there was no such group. Clients blocked
     in XREADGROUP on it get NOGROUP.
     """
-    xa = _xgroup_args(client, args)
+    xa = _xgroup_args(session, args)
     assert xa.stream is not None
     if not groups.destroy_group(xa.stream, xa.name):
         return 0
-    changed(client, xa.key)
-    client.server.signal_key(client.db, xa.key)
+    changed(session, xa.key)
+    session.node.keys.wake(session.db, xa.key)
     return 1
 
 
 @command("createconsumer", 5, "write denyoom", (2, 2, 1), "stream", since="6.2.0", parent="xgroup")
-def xgroup_createconsumer(client: Client, args: list[bytes]) -> Any:
+def xgroup_createconsumer(session: Session, args: list[bytes]) -> Any:
     """Create a consumer in a consumer group.
 
     XGROUP CREATECONSUMER key group consumer -> 1 if created, 0 if it existed.
     """
-    xa = _xgroup_args(client, args)
+    xa = _xgroup_args(session, args)
     assert xa.stream is not None and xa.group is not None
     if not groups.create_consumer(xa.stream, xa.group, args[4], groups.now_ms()):
         return 0
-    changed(client, xa.key)
+    changed(session, xa.key)
     return 1
 
 
 @command("delconsumer", 5, "write", (2, 2, 1), "stream", since="5.0.0", parent="xgroup")
-def xgroup_delconsumer(client: Client, args: list[bytes]) -> Any:
+def xgroup_delconsumer(session: Session, args: list[bytes]) -> Any:
     """Delete a consumer from a consumer group.
 
     XGROUP DELCONSUMER key group consumer -> the number of entries it had pending
     (they are dropped from the group's PEL); 0 for an unknown consumer.
     """
-    xa = _xgroup_args(client, args)
+    xa = _xgroup_args(session, args)
     assert xa.stream is not None and xa.group is not None
     if args[4] not in xa.group.consumers:
         return 0
     pending = groups.delete_consumer(xa.stream, xa.group, args[4])
-    changed(client, xa.key)
+    changed(session, xa.key)
     return pending
 
 
@@ -260,7 +262,7 @@ def xgroup_delconsumer(client: Client, args: list[bytes]) -> Any:
     parent="xgroup",
     summary="Show helpful text about the different subcommands",
 )
-def xgroup_help(client: Client, args: list[bytes]) -> Any:
+def xgroup_help(session: Session, args: list[bytes]) -> Any:
     """Show helpful text about the different subcommands."""
     return _help("XGROUP", XGROUP_HELP)
 
@@ -334,11 +336,11 @@ def _block_timeout(arg: bytes) -> int:
     return value
 
 
-def _targets(client: Client, req: ReadGroupArgs) -> list[Target]:
+def _targets(session: Session, req: ReadGroupArgs) -> list[Target]:
     """Resolve each key's stream and group and its ID, key by key as Redis does."""
     out: list[Target] = []
     for key, arg in zip(req.keys, req.id_args, strict=True):
-        stream = _stream(client, key)
+        stream = _stream(session, key)
         group = stream.groups.get(req.group) if stream is not None else None
         if stream is None or group is None:
             raise _nogroup(
@@ -356,15 +358,15 @@ def _targets(client: Client, req: ReadGroupArgs) -> list[Target]:
     return out
 
 
-def _serve_now(client: Client, req: ReadGroupArgs, targets: list[Target]) -> Any:
+def _serve_now(session: Session, req: ReadGroupArgs, targets: list[Target]) -> Any:
     """What XREADGROUP answers without waiting; None when nothing can be served."""
     served: list[tuple[bytes, Any]] = []
     for t in targets:
         if t.after is not None:
-            served.append((t.key, _history(client, req, t)))
+            served.append((t.key, _history(session, req, t)))
         elif t.stream.length and _last_live_id(t.stream) > t.group.last_id:
-            served.append((t.key, _deliver(client, req, t.key, t.stream, t.group, req.count)))
-    return _multi_reply(client, served) if served else None
+            served.append((t.key, _deliver(session, req, t.key, t.stream, t.group, req.count)))
+    return _multi_reply(session, served) if served else None
 
 
 def _last_live_id(stream: Stream) -> int:
@@ -377,31 +379,31 @@ def _last_live_id(stream: Stream) -> int:
     return last[0] if last is not None else 0
 
 
-def _history(client: Client, req: ReadGroupArgs, t: Target) -> list[Any]:
+def _history(session: Session, req: ReadGroupArgs, t: Target) -> list[Any]:
     assert t.after is not None
     found = groups.read_history(
         t.stream, t.group, req.consumer, t.after, req.count, groups.now_ms()
     )
-    changed(client, t.key)
+    changed(session, t.key)
     return [[ids.fmt(sid), NullArray() if fields is None else fields] for sid, fields in found]
 
 
 def _deliver(
-    client: Client, req: ReadGroupArgs, key: bytes, stream: Stream, group: Group, count: int
+    session: Session, req: ReadGroupArgs, key: bytes, stream: Stream, group: Group, count: int
 ) -> Encoded:
     found = groups.read_new_raw(stream, group, req.consumer, count, req.noack, groups.now_ms())
-    changed(client, key)
+    changed(session, key)
     return entries_reply(found)
 
 
-def _retry_blocked(client: Client, req: ReadGroupArgs) -> Callable[[bytes], Any]:
+def _retry_blocked(session: Session, req: ReadGroupArgs) -> Callable[[bytes], Any]:
     """What a blocked XREADGROUP tries when one of its keys is signaled: as Redis 7.0,
     that key alone is served if its stream moved past the group's cursor (even when
     others of its keys moved too), and the client fails if the key or the group is
     gone (UNBLOCKED, NOGROUP)."""
 
     def retry(key: bytes) -> Any:
-        stream = _stream(client, key)
+        stream = _stream(session, key)
         if stream is None:
             raise CommandError("the stream key no longer exists", "UNBLOCKED")
         group = stream.groups.get(req.group)
@@ -410,7 +412,7 @@ def _retry_blocked(client: Client, req: ReadGroupArgs) -> Callable[[bytes], Any]
         if stream.last_id <= group.last_id:
             return None
         count = req.count or BLOCKED_COUNT_DEFAULT
-        return _multi_reply(client, [(key, _deliver(client, req, key, stream, group, count))])
+        return _multi_reply(session, [(key, _deliver(session, req, key, stream, group, count))])
 
     return retry
 
@@ -424,7 +426,7 @@ def _retry_blocked(client: Client, req: ReadGroupArgs) -> Callable[[bytes], Any]
     since="5.0.0",
     complexity="For each stream mentioned: O(M) with M being the number of elements returned.",
 )
-def xreadgroup(client: Client, args: list[bytes]) -> Any:
+def xreadgroup(session: Session, args: list[bytes]) -> Any:
     """Return new entries from a stream using a consumer group, or access the history
     of the pending entries for a given consumer. Can block.
 
@@ -436,14 +438,14 @@ def xreadgroup(client: Client, args: list[bytes]) -> Any:
     nothing was served and BLOCK was not given (or ran out).
     """
     req = _parse_readgroup(args)
-    targets = _targets(client, req)
-    reply = _serve_now(client, req, targets)
+    targets = _targets(session, req)
+    reply = _serve_now(session, req, targets)
     if reply is not None:
         return reply
-    if req.block_ms is None or client.in_exec:
+    if req.block_ms is None or session.in_exec:
         return NullArray()
-    keys = [(client.db, key) for key in req.keys]
-    return Block(keys, req.block_ms, _retry_blocked(client, req), NullArray())
+    keys = [(session.db, key) for key in req.keys]
+    return Block(keys, req.block_ms, _retry_blocked(session, req), NullArray())
 
 
 # -- XACK ------------------------------------------------------------------------------------
@@ -458,21 +460,21 @@ def xreadgroup(client: Client, args: list[bytes]) -> Any:
     since="5.0.0",
     complexity="O(1) for each message ID processed.",
 )
-def xack(client: Client, args: list[bytes]) -> Any:
+def xack(session: Session, args: list[bytes]) -> Any:
     """Marks a pending message as correctly processed, removing it from the pending
     entries list of the consumer group.
 
     XACK key group id [id ...] -> the number of IDs that were pending. A missing key
     or group answers 0; one bad ID fails the whole call before anything is acked.
     """
-    stream = _stream(client, args[1])
+    stream = _stream(session, args[1])
     group = stream.groups.get(args[2]) if stream is not None else None
     if stream is None or group is None:
         return 0
     sids = ids.parse_all_strict(args[3:])
     acked = groups.ack(stream, group, sids)
     if acked:
-        changed(client, args[1])
+        changed(session, args[1])
     return acked
 
 
@@ -513,7 +515,7 @@ def _parse_pending(args: list[bytes]) -> PendingArgs:
     since="5.0.0",
     complexity="O(N) with N being the number of elements returned.",
 )
-def xpending(client: Client, args: list[bytes]) -> Any:
+def xpending(session: Session, args: list[bytes]) -> Any:
     """Return information and entries from a stream consumer group pending entries
     list, that are messages fetched but never acknowledged.
 
@@ -525,7 +527,7 @@ def xpending(client: Client, args: list[bytes]) -> Any:
     if len(args) != 3 and not 6 <= len(args) <= 9:
         raise syntax()
     opts = _parse_pending(args) if len(args) >= 6 else None
-    stream = _stream(client, args[1])
+    stream = _stream(session, args[1])
     group = stream.groups.get(args[2]) if stream is not None else None
     if group is None:
         raise _nogroup(f"No such key '{text(args[1])}' or consumer group '{text(args[2])}'")
@@ -565,8 +567,8 @@ def _pending_entries(group: Group, opts: PendingArgs, now: int) -> list[Any]:
 # -- XCLAIM / XAUTOCLAIM ---------------------------------------------------------------------
 
 
-def _claim_group(client: Client, args: list[bytes]) -> tuple[Stream, Group]:
-    stream = _stream(client, args[1])
+def _claim_group(session: Session, args: list[bytes]) -> tuple[Stream, Group]:
+    stream = _stream(session, args[1])
     group = stream.groups.get(args[2]) if stream is not None else None
     if stream is None or group is None:
         raise _nogroup(f"No such key '{text(args[1])}' or consumer group '{text(args[2])}'")
@@ -628,7 +630,7 @@ def _claim_options(args: list[bytes], i: int, now: int) -> ClaimOptions:
     since="5.0.0",
     complexity="O(log N) with N being the number of messages in the PEL of the consumer group.",
 )
-def xclaim(client: Client, args: list[bytes]) -> Any:
+def xclaim(session: Session, args: list[bytes]) -> Any:
     """Changes (or acquires) ownership of a message in a consumer group, as if the
     message was delivered to the specified consumer.
 
@@ -637,7 +639,7 @@ def xclaim(client: Client, args: list[bytes]) -> Any:
     [[id, fields], ...], or their IDs with JUSTID. Pending entries whose stream entry
     was deleted are dropped from the PEL and not answered.
     """
-    stream, group = _claim_group(client, args)
+    stream, group = _claim_group(session, args)
     min_idle = parse_int(args[4], "Invalid min-idle-time argument for XCLAIM")
     sids, i = _claim_ids(args)
     now = groups.now_ms()
@@ -646,7 +648,7 @@ def xclaim(client: Client, args: list[bytes]) -> Any:
     cursor = group.last_id
     claimed, dropped = groups.claim(stream, group, args[3], sids, opts, now)
     if claimed or dropped or group.last_id != cursor:
-        changed(client, args[1])
+        changed(session, args[1])
     return _claimed_reply(stream, claimed, opts.justid)
 
 
@@ -670,7 +672,7 @@ def _claimed_reply(stream: Stream, claimed: list[int], justid: bool) -> list[Any
     since="6.2.0",
     complexity="O(1) if COUNT is small.",
 )
-def xautoclaim(client: Client, args: list[bytes]) -> Any:
+def xautoclaim(session: Session, args: list[bytes]) -> Any:
     """Changes (or acquires) ownership of messages in a consumer group, as if the
     messages were delivered to the specified consumer.
 
@@ -682,12 +684,12 @@ def xautoclaim(client: Client, args: list[bytes]) -> Any:
     min_idle = parse_int(args[4], "Invalid min-idle-time argument for XAUTOCLAIM")
     start = _interval(args[5], low=True)
     count, justid = _autoclaim_options(args)
-    stream, group = _claim_group(client, args)
+    stream, group = _claim_group(session, args)
     cursor, claimed, deleted = groups.autoclaim(
         stream, group, args[3], max(min_idle, 0), start, count, justid, groups.now_ms()
     )
     if claimed or deleted:
-        changed(client, args[1])
+        changed(session, args[1])
     return [
         ids.fmt(cursor),
         _claimed_reply(stream, claimed, justid),
@@ -728,8 +730,8 @@ XINFO_HELP = [
 ]
 
 
-def _info_stream(client: Client, key: bytes) -> Stream:
-    stream = _stream(client, key)
+def _info_stream(session: Session, key: bytes) -> Stream:
+    stream = _stream(session, key)
     if stream is None:
         raise CommandError("no such key")
     return stream
@@ -745,9 +747,9 @@ def _info_stream(client: Client, key: bytes) -> Stream:
     parent="xinfo",
     summary="List the consumers in a consumer group",
 )
-def xinfo_consumers(client: Client, args: list[bytes]) -> Any:
+def xinfo_consumers(session: Session, args: list[bytes]) -> Any:
     """XINFO CONSUMERS key group -> [{name, pending, idle}, ...] in name order."""
-    stream = _info_stream(client, args[2])
+    stream = _info_stream(session, args[2])
     group = stream.groups.get(args[3])
     if group is None:
         raise _nogroup(f"No such consumer group '{text(args[3])}' for key name '{text(args[2])}'")
@@ -768,10 +770,10 @@ def xinfo_consumers(client: Client, args: list[bytes]) -> Any:
     parent="xinfo",
     summary="List the consumer groups of a stream",
 )
-def xinfo_groups(client: Client, args: list[bytes]) -> Any:
+def xinfo_groups(session: Session, args: list[bytes]) -> Any:
     """XINFO GROUPS key -> [{name, consumers, pending, last-delivered-id,
     entries-read, lag}, ...] in name order (entries-read and lag may be nil)."""
-    stream = _info_stream(client, args[2])
+    stream = _info_stream(session, args[2])
     if not stream.groups:
         return []
     counters = Counters.of(stream)
@@ -802,11 +804,11 @@ def _sorted_groups(stream: Stream) -> list[Group]:
     parent="xinfo",
     summary="Get information about a stream",
 )
-def xinfo_stream(client: Client, args: list[bytes]) -> Any:
+def xinfo_stream(session: Session, args: list[bytes]) -> Any:
     """XINFO STREAM key [FULL [COUNT n]] -> a map of the stream's counters, group
     count and first / last entry; with FULL, its first n entries (default 10, 0: all)
     and every group with its PEL and consumers (each list cut at n)."""
-    stream = _info_stream(client, args[2])
+    stream = _info_stream(session, args[2])
     full, count = _info_stream_options(args)
     counters = Counters.of(stream)
     keys, nodes = _node_counts(stream)
@@ -873,7 +875,7 @@ def _full_group(group: Group, counters: Counters, count: int) -> dict[str, Any]:
     }
 
 
-def _full_consumer(group: Group, consumer: groups.Consumer, count: int) -> dict[str, Any]:
+def _full_consumer(group: Group, consumer: Consumer, count: int) -> dict[str, Any]:
     sids = group.first_owned(consumer, count, 0)
     return {
         "name": consumer.name,
@@ -895,6 +897,6 @@ def _full_consumer(group: Group, consumer: groups.Consumer, count: int) -> dict[
     parent="xinfo",
     summary="Show helpful text about the different subcommands",
 )
-def xinfo_help(client: Client, args: list[bytes]) -> Any:
+def xinfo_help(session: Session, args: list[bytes]) -> Any:
     """Show helpful text about the different subcommands."""
     return _help("XINFO", XINFO_HELP)

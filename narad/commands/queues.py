@@ -12,12 +12,13 @@ import time
 from collections import deque
 from typing import TYPE_CHECKING, Any
 
+from narad import glob
 from narad.commands.args import INT64_MAX, parse_int, parse_timeout_ms
-from narad.commands.deferred import can_hold, defer_entries
-from narad.commands.keys import glob_match
 from narad.commands.schema import check_payloads
-from narad.commands.table import COMMANDS, Block, command
+from narad.commands.table import COMMANDS, command
 from narad.errors import CommandError, no_queue, syntax, wrong_arity
+from narad.held_back import can_hold
+from narad.keywatch import Block
 from narad.log.format import entry_too_large
 from narad.queues.queue import (
     MAX_RECEIVES,
@@ -30,10 +31,10 @@ from narad.queues.queue import (
 from narad.queues.replies import messages_reply, settings_reply
 from narad.resp import NULL_ARRAY, SimpleString
 from narad.streams import ids
-from narad.streams.stream import pack_id
+from narad.streams.ids import pack_id
 
 if TYPE_CHECKING:
-    from narad.client import Client
+    from narad.node import Session
     from narad.streams.stream import Stream
 
 OK = SimpleString("OK")
@@ -86,7 +87,7 @@ def _options(args: list[bytes], start: int = 2) -> list[tuple[bytes, bytes]]:
 # -- settings ----------------------------------------------------------------------------
 
 
-def _parse_settings(client: Client, key: bytes, base: Settings, pairs: list[bytes]) -> Settings:
+def _parse_settings(session: Session, key: bytes, base: Settings, pairs: list[bytes]) -> Settings:
     """name value pairs (Q.CREATE options, Q.CONFIG SET) applied over `base`."""
     if len(pairs) % 2:
         raise syntax()
@@ -98,7 +99,7 @@ def _parse_settings(client: Client, key: bytes, base: Settings, pairs: list[byte
             values[name] = _ranged(raw, name)
         elif name == "dlq":
             if raw:
-                target = client.server.queues.get(client.db, raw)
+                target = session.node.queues.get(session.db, raw)
                 if target is None:
                     raise no_queue(raw)
                 if raw == key:
@@ -119,11 +120,11 @@ def _parse_settings(client: Client, key: bytes, base: Settings, pairs: list[byte
     summary="Creates a queue, or checks that it exists with these settings.",
     since="1.0.0",
 )
-def q_create(client: Client, args: list[bytes]) -> Any:
+def q_create(session: Session, args: list[bytes]) -> Any:
     key = args[1]
-    keyspace = client.server.keyspace
-    settings = _parse_settings(client, key, Settings(), args[2:])
-    stream = keyspace.get(client.db, key)
+    keyspace = session.node.keyspace
+    settings = _parse_settings(session, key, Settings(), args[2:])
+    stream = keyspace.get(session.db, key)
     if stream is not None and stream.queue is not None:
         differences = stream.queue.settings.differences(settings)
         if differences:
@@ -135,11 +136,11 @@ def q_create(client: Client, args: list[bytes]) -> Any:
             raise CommandError(f"queue '{_text(key)}' exists with other settings: {shown}")
         return OK
     if stream is None:
-        stream = keyspace.create_stream(client.db, key)
+        stream = keyspace.create_stream(session.db, key)
     stream.log_op(["q.create", settings.to_list(), new_secret()])
     assert stream.queue is not None
-    client.server.queues.apply_settings(stream.queue)
-    client.server.key_written(client.db, key)
+    session.node.queues.apply_settings(stream.queue)
+    session.node.written(session.db, key)
     return OK
 
 
@@ -152,12 +153,12 @@ def _text(raw: bytes) -> str:
 
 
 @command("q.drop", 2, "write", (1, 1, 1), "stream", summary="Deletes a queue and its messages.")
-def q_drop(client: Client, args: list[bytes]) -> Any:
-    keyspace = client.server.keyspace
-    stream = keyspace.find(client.db, args[1])  # an unavailable queue too: dropping repairs it
+def q_drop(session: Session, args: list[bytes]) -> Any:
+    keyspace = session.node.keyspace
+    stream = keyspace.find(session.db, args[1])  # an unavailable queue too: dropping repairs it
     if stream is None or stream.queue is None:
         return 0
-    keyspace.delete(client.db, args[1])
+    keyspace.delete(session.db, args[1])
     return 1
 
 
@@ -169,8 +170,8 @@ def q_drop(client: Client, args: list[bytes]) -> Any:
     "stream",
     summary="Reads or changes a queue's settings.",
 )
-def q_config(client: Client, args: list[bytes]) -> Any:
-    queue = client.server.queues.require(client, args[1])
+def q_config(session: Session, args: list[bytes]) -> Any:
+    queue = session.node.queues.require(session.db, args[1])
     sub = args[2].lower()
     if sub == b"get":
         if len(args) > 4:
@@ -185,10 +186,10 @@ def q_config(client: Client, args: list[bytes]) -> Any:
     if sub == b"set":
         if len(args) < 5:
             raise wrong_arity("q.config")
-        settings = _parse_settings(client, args[1], queue.settings, args[3:])
+        settings = _parse_settings(session, args[1], queue.settings, args[3:])
         if settings != queue.settings:
             queue.stream.log_op(["q.config", settings.to_list()])
-            client.server.queues.apply_settings(queue)
+            session.node.queues.apply_settings(queue)
         return OK
     raise syntax()
 
@@ -200,7 +201,7 @@ def q_config(client: Client, args: list[bytes]) -> Any:
     group="stream",
     summary="Lists the queues of the current database.",
 )
-def q_list(client: Client, args: list[bytes]) -> Any:
+def q_list(session: Session, args: list[bytes]) -> Any:
     pattern = None
     if len(args) == 3 and args[1].lower() == b"match":
         pattern = args[2]
@@ -208,8 +209,8 @@ def q_list(client: Client, args: list[bytes]) -> Any:
         raise syntax()
     names = [
         key
-        for key, stream in client.server.keyspace.dbs[client.db].items()
-        if stream.queue is not None and (pattern is None or glob_match(pattern, key))
+        for key, stream in session.node.keyspace.dbs[session.db].items()
+        if stream.queue is not None and (pattern is None or glob.match(pattern, key))
     ]
     return sorted(names)
 
@@ -225,9 +226,9 @@ def q_list(client: Client, args: list[bytes]) -> Any:
     "stream",
     summary="Appends messages to a queue.",
 )
-def q_push(client: Client, args: list[bytes]) -> Any:
-    service = client.server.queues
-    queue = service.require(client, args[1])
+def q_push(session: Session, args: list[bytes]) -> Any:
+    service = session.node.queues
+    queue = service.require(session.db, args[1])
     settings = queue.settings
     delay = settings.delay
     dedup: bytes | None = None
@@ -253,8 +254,8 @@ def q_push(client: Client, args: list[bytes]) -> Any:
         if (refusal := entry_too_large((b"payload", payload))) is not None:
             raise CommandError(refusal)
     stream = queue.stream
-    if client.server.keyspace.validators:
-        check_payloads(client, stream, payloads)
+    if session.node.keyspace.validators:
+        check_payloads(session, stream, payloads)
     first_offset = stream.data.next_offset
     sids = service.append(stream, [[b"payload", payload] for payload in payloads])
     if delay:
@@ -270,19 +271,19 @@ def q_push(client: Client, args: list[bytes]) -> Any:
 
 
 def q_push_run(
-    client: Client, argv: list[bytes], queued: deque[list[bytes]]
+    session: Session, argv: list[bytes], queued: deque[list[bytes]]
 ) -> list[list[bytes]] | None:
     """Pipelined `Q.PUSH queue payload` (one payload, no options): `argv` and the
     like Q.PUSHes queued right after it to the same queue, held back with the like
     entries of other clients to that queue and added with them in one call to the
-    log (narad/commands/deferred.py); the same messages, IDs and replies as `q_push`
+    log (narad/held_back.py); the same messages, IDs and replies as `q_push`
     one by one. Returns the argvs taken; None (nothing done) for any other form, a
     queue that delays its messages or has a schema, which `q_push` answers."""
     if len(argv) != 3:
         return None
     key = argv[1]
-    keyspace = client.server.keyspace
-    stream = keyspace.dbs[client.db].get(key)
+    keyspace = session.node.keyspace
+    stream = keyspace.dbs[session.db].get(key)
     if (
         stream is None
         or stream.queue is None
@@ -297,7 +298,8 @@ def q_push_run(
             break
         run.append(more)
     # Each message is the entry `payload <payload>`: its fields from FIELDS_FROM on.
-    defer_entries(client, Q_PUSH, stream, [[b"", b"", b"", b"payload", a[2]] for a in run])
+    entries = [[b"", b"", b"", b"payload", a[2]] for a in run]
+    session.node.hold_back(session, Q_PUSH, stream, entries)
     return run
 
 
@@ -316,9 +318,9 @@ Q_PUSH.run = q_push_run
     "stream",
     summary="Delivers visible messages, waiting for them with BLOCK.",
 )
-def q_pop(client: Client, args: list[bytes]) -> Any:
-    service = client.server.queues
-    queue = service.require(client, args[1])
+def q_pop(session: Session, args: list[bytes]) -> Any:
+    service = session.node.queues
+    queue = service.require(session.db, args[1])
     count, visibility, block = 1, queue.settings.visibility, None
     for option, value in _options(args):
         if option == b"count":
@@ -331,26 +333,26 @@ def q_pop(client: Client, args: list[bytes]) -> Any:
             raise syntax()
     delivered = service.deliver_raw(queue, count, visibility)
     if delivered or block is None:
-        return messages_reply(client.protocol, delivered)
-    if client.in_exec:
+        return messages_reply(session.protocol, delivered)
+    if session.in_exec:
         return NULL_ARRAY
-    db, key = client.db, args[1]
+    db, key = session.db, args[1]
 
     def retry(_: bytes) -> Any:  # one key: the queue's
         queue = service.get(db, key)
         if queue is None:
             raise no_queue(key)
         delivered = service.deliver_raw(queue, count, visibility)
-        return messages_reply(client.protocol, delivered) if delivered else None
+        return messages_reply(session.protocol, delivered) if delivered else None
 
     blocked: Block = Block([(db, key)], block, retry, NULL_ARRAY, alike=(b"q.pop", db, key))
     return blocked
 
 
 @command("q.ack", -3, "write fast", (1, 1, 1), "stream", summary="Acks deliveries.")
-def q_ack(client: Client, args: list[bytes]) -> Any:
-    service = client.server.queues
-    return service.ack(service.require(client, args[1]), args[2:])
+def q_ack(session: Session, args: list[bytes]) -> Any:
+    service = session.node.queues
+    return service.ack(service.require(session.db, args[1]), args[2:])
 
 
 @command(
@@ -361,9 +363,9 @@ def q_ack(client: Client, args: list[bytes]) -> Any:
     "stream",
     summary="Gives a delivery back: visible again now or after DELAY.",
 )
-def q_nack(client: Client, args: list[bytes]) -> Any:
-    service = client.server.queues
-    queue = service.require(client, args[1])
+def q_nack(session: Session, args: list[bytes]) -> Any:
+    service = session.node.queues
+    queue = service.require(session.db, args[1])
     delay = 0
     if len(args) == 5 and args[3].lower() == b"delay":
         delay = _ranged(args[4], "delay")
@@ -381,9 +383,9 @@ def q_nack(client: Client, args: list[bytes]) -> Any:
     "stream",
     summary="Moves a delivery's visibility deadline to now + ms.",
 )
-def q_touch(client: Client, args: list[bytes]) -> Any:
-    service = client.server.queues
-    queue = service.require(client, args[1])
+def q_touch(session: Session, args: list[bytes]) -> Any:
+    service = session.node.queues
+    queue = service.require(session.db, args[1])
     ms = _ranged(args[3], "visibility")
     service.touch(queue, args[2], ms)
     return OK
@@ -397,9 +399,9 @@ def q_touch(client: Client, args: list[bytes]) -> Any:
     "stream",
     summary="Switches the connection to push mode on a queue.",
 )
-def q_consume(client: Client, args: list[bytes]) -> Any:
-    service = client.server.queues
-    queue = service.require(client, args[1])
+def q_consume(session: Session, args: list[bytes]) -> Any:
+    service = session.node.queues
+    queue = service.require(session.db, args[1])
     prefetch, visibility = 10, queue.settings.visibility
     for option, value in _options(args):
         if option == b"prefetch":
@@ -408,9 +410,9 @@ def q_consume(client: Client, args: list[bytes]) -> Any:
             visibility = _ranged(value, "visibility")
         else:
             raise syntax()
-    if client.push_handler is not None:
+    if session.push_handler is not None:
         raise CommandError("this connection already consumes a queue: Q.CANCEL it first")
-    client.push_handler = service.start_consuming(client, queue, prefetch, visibility)
+    session.push_handler = service.start_consuming(session, queue, prefetch, visibility)
     return OK
 
 
@@ -421,22 +423,22 @@ def q_consume(client: Client, args: list[bytes]) -> Any:
     group="stream",
     summary="Ends push mode; messages in flight keep their deadlines.",
 )
-def q_cancel(client: Client, args: list[bytes]) -> Any:
+def q_cancel(session: Session, args: list[bytes]) -> Any:
     if len(args) > 2:
         raise wrong_arity("q.cancel")
-    consumer = client.push_handler
+    consumer = session.push_handler
     if consumer is None:
         return 0
-    client.push_handler = None
-    client.server.queues.stop_consuming(consumer, release=False)
+    session.push_handler = None
+    session.node.queues.stop_consuming(consumer, release=False)
     return 1
 
 
 # -- fan-out, replay, dead letters ----------------------------------------------------------
 
 
-def _stream(client: Client, key: bytes) -> Stream:
-    stream = client.server.keyspace.get(client.db, key)
+def _stream(session: Session, key: bytes) -> Stream:
+    stream = session.node.keyspace.get(session.db, key)
     if stream is None:
         raise no_queue(key)
     return stream
@@ -450,10 +452,10 @@ def _stream(client: Client, key: bytes) -> Stream:
     "stream",
     summary="Copies every message committed to source into queue, once, in order.",
 )
-def q_subscribe(client: Client, args: list[bytes]) -> Any:
-    service = client.server.queues
-    queue = service.require(client, args[1])
-    source = _stream(client, args[2])
+def q_subscribe(session: Session, args: list[bytes]) -> Any:
+    service = session.node.queues
+    queue = service.require(session.db, args[1])
+    source = _stream(session, args[2])
     position = source.data.next_offset
     if len(args) == 5 and args[3].lower() == b"from":
         where = args[4].lower()
@@ -472,7 +474,7 @@ def q_subscribe(client: Client, args: list[bytes]) -> Any:
         )
     queue.stream.log_op(["q.sub", source.uid, position, queue.stream.data.next_offset])
     service.subscribing.add(queue)
-    client.server.barrier.schedule()
+    session.node.barrier.schedule()
     return OK
 
 
@@ -484,9 +486,9 @@ def q_subscribe(client: Client, args: list[bytes]) -> Any:
     "stream",
     summary="Stops copying from source into queue.",
 )
-def q_unsubscribe(client: Client, args: list[bytes]) -> Any:
-    queue = client.server.queues.require(client, args[1])
-    source = client.server.keyspace.get(client.db, args[2])
+def q_unsubscribe(session: Session, args: list[bytes]) -> Any:
+    queue = session.node.queues.require(session.db, args[1])
+    source = session.node.keyspace.get(session.db, args[2])
     if source is None or source.uid not in queue.subs:
         return 0
     queue.stream.log_op(["q.unsub", source.uid])
@@ -501,9 +503,9 @@ def q_unsubscribe(client: Client, args: list[bytes]) -> Any:
     "stream",
     summary="Moves a queue's cursor: replay from, or skip to, a point.",
 )
-def q_seek(client: Client, args: list[bytes]) -> Any:
-    service = client.server.queues
-    queue = service.require(client, args[1])
+def q_seek(session: Session, args: list[bytes]) -> Any:
+    service = session.node.queues
+    queue = service.require(session.db, args[1])
     stream = queue.stream
     where = args[2].lower()
     if len(args) == 4 and where == b"time":
@@ -531,14 +533,14 @@ def q_seek(client: Client, args: list[bytes]) -> Any:
     "stream",
     summary="Moves dead letters back to the queue each came from, or to TO.",
 )
-def q_redrive(client: Client, args: list[bytes]) -> Any:
-    service = client.server.queues
-    dlq = service.require(client, args[1])
+def q_redrive(session: Session, args: list[bytes]) -> Any:
+    service = session.node.queues
+    dlq = service.require(session.db, args[1])
     target: Queue | None = None
     count: int | None = None
     for option, value in _options(args):
         if option == b"to":
-            target = service.require(client, value)
+            target = service.require(session.db, value)
         elif option == b"count":
             count = _ranged(value, "redrive count")
         else:
@@ -559,16 +561,16 @@ def q_redrive(client: Client, args: list[bytes]) -> Any:
 
 
 @command("q.stats", 2, "readonly", (1, 1, 1), "stream", summary="A queue's statistics.")
-def q_stats(client: Client, args: list[bytes]) -> Any:
-    service = client.server.queues
-    queue = service.require(client, args[1])
+def q_stats(session: Session, args: list[bytes]) -> Any:
+    service = session.node.queues
+    queue = service.require(session.db, args[1])
     stream = queue.stream
     now = service.clock.now_ms()
     oldest = queue.oldest_visible()
     oldest_age = 0
     if oldest is not None:
         oldest_age = max(0, now - (stream.id_at(oldest) >> 64))
-    waiting = len(client.server.waiters.get((client.db, args[1]), ()))
+    waiting = len(session.node.keys.waiters.get((session.db, args[1]), ()))
     first = stream.first_entry()
     return {
         **{k.encode(): v for k, v in queue.counts().items()},

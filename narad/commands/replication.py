@@ -11,14 +11,15 @@ from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
 from narad.commands.args import parse_int, parse_timeout_ms
-from narad.commands.table import Block, command
+from narad.commands.table import command
 from narad.errors import CommandError, syntax
+from narad.keywatch import Block
 from narad.replication.fullcopy import CopyOut
 from narad.replication.role import ACKS_KEY
 from narad.resp import SimpleString
 
 if TYPE_CHECKING:
-    from narad.client import Client
+    from narad.node import Session
 
 OK = SimpleString("OK")
 logger = logging.getLogger("narad.replication")
@@ -27,44 +28,44 @@ logger = logging.getLogger("narad.replication")
 # -- REPLICAOF ------------------------------------------------------------------------
 
 
-def _replicaof(client: Client, args: list[bytes]) -> Any:
-    replication = client.server.replication
+def _replicaof(session: Session, args: list[bytes]) -> Any:
+    replication = session.node.replication
     host, port_arg = args[1].decode("utf-8", "replace"), args[2]
     if host.lower() == "no" and port_arg.lower() == b"one":
         replication.no_one()
         return OK
-    if client.replica_link is not None:
+    if session.connection.replica_link is not None:
         raise CommandError("Command is not valid when client is a replica.")
     port = parse_int(port_arg, "Invalid master port")
     if not 0 <= port <= 65535:
         raise CommandError("Invalid master port")
-    return SimpleString(replication.replicaof(host, port, client))
+    return SimpleString(replication.replicaof(host, port, session.connection))
 
 
 @command("replicaof", 3, "admin noscript stale no_async_loading", group="server", since="5.0.0")
-def replicaof(client: Client, args: list[bytes]) -> Any:
+def replicaof(session: Session, args: list[bytes]) -> Any:
     """Configures a server as replica of another, or promotes it to a master."""
-    return _replicaof(client, args)
+    return _replicaof(session, args)
 
 
 @command("slaveof", 3, "admin noscript stale no_async_loading", group="server")
-def slaveof(client: Client, args: list[bytes]) -> Any:
+def slaveof(session: Session, args: list[bytes]) -> Any:
     """Sets a Redis server as a replica of another, or promotes it to being a master."""
-    return _replicaof(client, args)
+    return _replicaof(session, args)
 
 
 @command(
     "role", 1, "noscript loading stale fast", group="server", since="2.8.12",
     categories="@admin @dangerous",
 )
-def role(client: Client, args: list[bytes]) -> Any:
+def role(session: Session, args: list[bytes]) -> Any:
     """Returns the replication role."""
-    server = client.server
-    follower = server.replication.follower
-    position = server.keyspace.journal.position
+    node = session.node
+    follower = node.replication.follower
+    position = node.keyspace.journal.position
     if follower is not None:
         return [b"slave", follower.host.encode(), follower.port, follower.state.encode(), position]
-    links = server.replication.leader.links.values()
+    links = node.replication.leader.links.values()
     replicas = [[link.ip.encode(), b"%d" % link.port, b"%d" % link.acked] for link in links]
     return [b"master", position, replicas]
 
@@ -73,33 +74,33 @@ def role(client: Client, args: list[bytes]) -> Any:
 
 
 @command("replconf", -1, "admin noscript loading stale allow_busy", group="server", since="3.0.0")
-def replconf(client: Client, args: list[bytes]) -> Any:
+def replconf(session: Session, args: list[bytes]) -> Any:
     """An internal command for configuring the replication stream."""
-    from narad.client import NO_REPLY
+    from narad.node import NO_REPLY
 
     if len(args) % 2 == 0:
         raise syntax()
     options = [(args[i].lower(), args[i + 1]) for i in range(1, len(args), 2)]
     if options and options[0][0] == b"ack":
-        link = client.replica_link
+        link = session.connection.replica_link
         if link is not None:
             position = parse_int(options[0][1])
             fsynced = position
             for name, value in options[1:]:
                 if name == b"fack":
                     fsynced = parse_int(value)
-            client.server.replication.leader.acked(link, position, fsynced)
+            session.node.replication.leader.acked(link, position, fsynced)
         return NO_REPLY  # an ack is never answered, as in Redis
     for name, value in options:
         if name == b"listening-port":
             port = parse_int(value)
             if not 0 <= port <= 65535:
                 raise CommandError("Invalid listening port")
-            client.replconf["listening-port"] = str(port)
+            session.replconf["listening-port"] = str(port)
         elif name == b"ip-address":
-            client.replconf["ip-address"] = value.decode("utf-8", "replace")
+            session.replconf["ip-address"] = value.decode("utf-8", "replace")
         elif name == b"capa":
-            client.replconf["capa"] = value.decode("utf-8", "replace")
+            session.replconf["capa"] = value.decode("utf-8", "replace")
         elif name == b"getack":
             pass  # acks go out once a second anyway
         else:
@@ -110,25 +111,25 @@ def replconf(client: Client, args: list[bytes]) -> Any:
 
 
 @command("psync", -3, "admin noscript no_async_loading no_multi", group="server", since="2.8.0")
-def psync(client: Client, args: list[bytes]) -> Any:
+def psync(session: Session, args: list[bytes]) -> Any:
     """Internal command used in replication: follow this node's journal from a position
     (PSYNC history position epoch; docs/replication.md)."""
-    from narad.client import NO_REPLY
+    from narad.node import NO_REPLY
 
-    server = client.server
-    replication = server.replication
+    node = session.node
+    replication = node.replication
     if replication.is_replica:
         raise CommandError(
             "this node is a replica: replicas follow the leader itself (chained "
             "replication is not supported)"
         )
-    if client.replica_link is not None:
+    if session.connection.replica_link is not None:
         raise CommandError("this connection follows the journal already")
     history = args[1].decode("utf-8", "replace")
     position = parse_int(args[2])
     epoch = parse_int(args[3]) if len(args) > 3 else 0
     promised = parse_int(args[4]) if len(args) > 4 else 0  # to a failover (FENCE)
-    journal = server.keyspace.journal
+    journal = node.keyspace.journal
     if position < 0 or epoch < 0:
         raise CommandError("the position and the epoch must be at least 0")
     if promised > journal.epoch:
@@ -137,8 +138,8 @@ def psync(client: Client, args: list[bytes]) -> Any:
             f"the replica promised a failover epoch {promised}, above this node's "
             f"{journal.epoch}"
         )
-    ip = client.replconf.get("ip-address") or client.addr.rpartition(":")[0].strip("[]")
-    port = int(client.replconf.get("listening-port", "0"))
+    ip = session.replconf.get("ip-address") or session.addr.rpartition(":")[0].strip("[]")
+    port = int(session.replconf.get("listening-port", "0"))
     # A replica with nothing yet is of this history, as it adopts it.
     same_history = history == journal.history or position == epoch == 0
     if same_history and epoch > journal.epoch:
@@ -155,7 +156,7 @@ def psync(client: Client, args: list[bytes]) -> Any:
         copy = None
     else:  # behind what the journal keeps, or another history: a full copy first
         if journal.pending:
-            server.barrier.commit_now()  # the copy is taken between two commits
+            node.barrier.commit_now()  # the copy is taken between two commits
         copy = CopyOut.of(journal)
         reply = (
             f"+FULLCOPY {journal.history} {copy.position} {journal.epoch} "
@@ -165,11 +166,11 @@ def psync(client: Client, args: list[bytes]) -> Any:
             "event=full_copy_begin replica=%s:%d its_position=%d position=%d logs=%d bytes=%d",
             ip, port, position, copy.position, len(copy.logs), copy.bytes_total,
         )
-    if client.out:  # replies to the handshake come before the journal
-        client.write(client.take_out())
-    client.write(reply.encode())
+    if session.out:  # replies to the handshake come before the journal
+        session.write(session.take_out())
+    session.write(reply.encode())
     start = copy.position if copy is not None else position
-    replication.leader.attach(client, start, ip, port, copy)
+    replication.leader.attach(session.connection, start, ip, port, copy)
     return NO_REPLY
 
 
@@ -177,7 +178,7 @@ def psync(client: Client, args: list[bytes]) -> Any:
 
 
 @command("fence", -2, "admin noscript loading stale", group="server")
-def fence(client: Client, args: list[bytes]) -> Any:
+def fence(session: Session, args: list[bytes]) -> Any:
     """Promises a failover's epoch: no commit of an older leader is taken from now on
     (a leader steps down; with DRAIN it refuses writes while its replicas catch up);
     answers the epoch and position of the node's journal (docs/failover.md)."""
@@ -186,38 +187,38 @@ def fence(client: Client, args: list[bytes]) -> Any:
     epoch = parse_int(args[1])
     if epoch < 1:
         raise CommandError("the epoch must be at least 1")
-    return client.server.replication.promise(epoch, len(args) == 3, client)
+    return session.node.replication.promise(epoch, len(args) == 3, session.connection)
 
 
 @command("promote", 2, "admin noscript stale", group="server")
-def promote(client: Client, args: list[bytes]) -> Any:
+def promote(session: Session, args: list[bytes]) -> Any:
     """Makes a node fenced for a failover's epoch the leader of that epoch."""
-    client.server.replication.promote(parse_int(args[1]))
+    session.node.replication.promote(parse_int(args[1]))
     return OK
 
 
 # -- WAIT, WAITAOF ------------------------------------------------------------------------
 
 
-def _target(client: Client) -> int:
+def _target(session: Session) -> int:
     """The position that holds every write this client sent so far: the journal's,
     or the commit that ends this iteration when writes wait for it."""
-    journal = client.server.keyspace.journal
+    journal = session.node.keyspace.journal
     return journal.position + (1 if journal.pending else 0)
 
 
-def _refuse_on_replica(client: Client, name: str, why: str) -> None:
-    if client.server.replication.is_replica:
+def _refuse_on_replica(session: Session, name: str, why: str) -> None:
+    if session.node.replication.is_replica:
         raise CommandError(f"{name} cannot be used with replica instances. Please also note {why}")
 
 
 def _wait_until(
-    client: Client, timeout_ms: int, counts: Callable[[], Any], enough: Callable[[Any], bool]
+    session: Session, timeout_ms: int, counts: Callable[[], Any], enough: Callable[[Any], bool]
 ) -> Any:
     """`counts()` now when `enough` (or in a transaction, which cannot block), else a
     block retried as replicas ack, answering `counts()` at the timeout."""
     now = counts()
-    if enough(now) or client.in_exec:
+    if enough(now) or session.in_exec:
         return now
 
     def retry(key: bytes) -> Any:
@@ -228,40 +229,40 @@ def _wait_until(
 
 
 @command("wait", 3, "noscript", group="generic", since="3.0.0", categories="@connection")
-def wait(client: Client, args: list[bytes]) -> Any:
+def wait(session: Session, args: list[bytes]) -> Any:
     """Blocks until the asynchronous replication of all preceding write commands sent by
     the connection is completed."""
     wanted = parse_int(args[1])
     timeout = parse_timeout_ms(args[2])
     _refuse_on_replica(
-        client, "WAIT",
+        session, "WAIT",
         "that since Redis 4.0 if a replica is configured to be writable (which is not the "
         "default) writes to replicas are just local and are not propagated.",
     )
-    leader = client.server.replication.leader
-    target = _target(client)
+    leader = session.node.replication.leader
+    target = _target(session)
     return _wait_until(
-        client, timeout, lambda: leader.count_acked(target), lambda count: count >= wanted
+        session, timeout, lambda: leader.count_acked(target), lambda count: count >= wanted
     )
 
 
 @command("waitaof", 4, "noscript", group="generic", since="7.2.0", categories="@connection")
-def waitaof(client: Client, args: list[bytes]) -> Any:
+def waitaof(session: Session, args: list[bytes]) -> Any:
     """Blocks until all of the preceding write commands sent by the connection are
     written to the append-only file of the master and/or replicas."""
     local = parse_int(args[1])
     wanted = parse_int(args[2])
     timeout = parse_timeout_ms(args[3])
     _refuse_on_replica(
-        client, "WAITAOF", "that writes to replicas are just local and are not propagated."
+        session, "WAITAOF", "that writes to replicas are just local and are not propagated."
     )
-    leader = client.server.replication.leader
-    journal = client.server.keyspace.journal
-    target = _target(client)
+    leader = session.node.replication.leader
+    journal = session.node.keyspace.journal
+    target = _target(session)
 
     def counts() -> list[int]:
         return [int(journal.log.durable_end >= target), leader.count_acked(target, fsynced=True)]
 
     return _wait_until(
-        client, timeout, counts, lambda found: found[0] >= local and found[1] >= wanted
+        session, timeout, counts, lambda found: found[0] >= local and found[1] >= wanted
     )

@@ -31,7 +31,7 @@ from narad.schema.keyspace import key as uid_key
 from narad.schema.modes import Mode, parse_mode
 
 if TYPE_CHECKING:
-    from narad.client import Client
+    from narad.node import Session
     from narad.schema.registry import Active
     from narad.streams.stream import Stream
 
@@ -62,16 +62,16 @@ HELP = [
 # -- produce-time validation --------------------------------------------------------------
 
 
-def check_entry(client: Client, stream: Stream, fields: list[bytes]) -> None:
+def check_entry(session: Session, stream: Stream, fields: list[bytes]) -> None:
     """XADD: raise `SCHEMA <path>: <reason> (version N)` unless the entry's
     [field, value, ...] pairs are accepted by the stream's latest schema version (as
     an object of strings, or the FIELD's value parsed as JSON). No schema: returns."""
-    active = client.server.keyspace.validators.get(stream.uid)
+    active = session.node.keyspace.validators.get(stream.uid)
     if active is not None:
         _usable(active, stream).check_fields(fields)
 
 
-def check_payloads(client: Client, stream: Stream, payloads: list[bytes]) -> None:
+def check_payloads(session: Session, stream: Stream, payloads: list[bytes]) -> None:
     """Q.PUSH: judge a whole batch before any of it is appended.
 
     Contract:
@@ -85,7 +85,7 @@ def check_payloads(client: Client, stream: Stream, payloads: list[bytes]) -> Non
     - Appends, logs and changes nothing; call it after the command's arguments are
       parsed and before the first append, on the event loop thread.
     """
-    active = client.server.keyspace.validators.get(stream.uid)
+    active = session.node.keyspace.validators.get(stream.uid)
     if active is not None:
         active = _usable(active, stream)
         for payload in payloads:
@@ -102,19 +102,19 @@ def _usable(active: Active | Unavailable, stream: Stream) -> Active | Unavailabl
 # -- the subcommands ------------------------------------------------------------------------
 
 
-def _stream(client: Client, key: bytes) -> Stream:
-    stream = client.server.keyspace.get(client.db, key)
+def _stream(session: Session, key: bytes) -> Stream:
+    stream = session.node.keyspace.get(session.db, key)
     if stream is None:
         raise no_queue(key)
     return stream
 
 
-def _sound(client: Client, key: bytes) -> Stream:
+def _sound(session: Session, key: bytes) -> Stream:
     """The stream, for a subcommand that builds on its schema state: refused with the
     fault's error while a metadata op of it cannot be applied (keyspace.py); GET,
     VERSIONS and DROP (which resets the fault) still work."""
-    stream = _stream(client, key)
-    fault = client.server.keyspace.schemas.faults.get(stream.uid)
+    stream = _stream(session, key)
+    fault = session.node.keyspace.schemas.faults.get(stream.uid)
     if fault is not None:
         raise fault.error(key)
     return stream
@@ -152,12 +152,12 @@ def _mode(options: dict[bytes, bytes]) -> Mode | None:
     complexity="O(N) in the size of the schemas compared",
     summary="Adds a schema version to a queue or stream.",
 )
-def schema_set(client: Client, args: list[bytes]) -> Any:
+def schema_set(session: Session, args: list[bytes]) -> Any:
     options = _options(args, 4, (b"compat", b"field"))
     mode = _mode(options)
     field = options.get(b"field")
-    stream = _sound(client, args[2])
-    keyspace = client.server.keyspace
+    stream = _sound(session, args[2])
+    keyspace = session.node.keyspace
     uid = uid_key(stream.uid)
     op = keyspace.schemas.registry.propose(
         uid, args[3], mode, None if field is None else _field_name(field)
@@ -173,7 +173,7 @@ def schema_set(client: Client, args: list[bytes]) -> Any:
     "get", -3, "readonly", (2, 2, 1), "stream", parent="q.schema",
     summary="Returns a schema version of a queue or stream.",
 )
-def schema_get(client: Client, args: list[bytes]) -> Any:
+def schema_get(session: Session, args: list[bytes]) -> Any:
     if len(args) > 4:
         raise syntax()
     number = None
@@ -181,8 +181,8 @@ def schema_get(client: Client, args: list[bytes]) -> Any:
         number = parse_int(args[3])
         if number <= 0:
             raise CommandError("value is out of range, must be positive")
-    stream = _stream(client, args[2])
-    version = client.server.keyspace.schemas.registry.get(uid_key(stream.uid), number)
+    stream = _stream(session, args[2])
+    version = session.node.keyspace.schemas.registry.get(uid_key(stream.uid), number)
     if version is None:
         return None
     field = None if version.field is None else version.field.encode()
@@ -194,9 +194,9 @@ def schema_get(client: Client, args: list[bytes]) -> Any:
     complexity="O(N) where N is the number of versions",
     summary="Returns the schema version numbers of a queue or stream.",
 )
-def schema_versions(client: Client, args: list[bytes]) -> Any:
-    stream = _stream(client, args[2])
-    return client.server.keyspace.schemas.registry.versions(uid_key(stream.uid))
+def schema_versions(session: Session, args: list[bytes]) -> Any:
+    stream = _stream(session, args[2])
+    return session.node.keyspace.schemas.registry.versions(uid_key(stream.uid))
 
 
 @command(
@@ -204,10 +204,10 @@ def schema_versions(client: Client, args: list[bytes]) -> Any:
     complexity="O(N) in the size of the schemas compared",
     summary="Checks whether a schema could become the next version.",
 )
-def schema_check(client: Client, args: list[bytes]) -> Any:
+def schema_check(session: Session, args: list[bytes]) -> Any:
     mode = _mode(_options(args, 4, (b"compat",)))
-    stream = _sound(client, args[2])
-    reasons = client.server.keyspace.schemas.registry.check(uid_key(stream.uid), args[3], mode)
+    stream = _sound(session, args[2])
+    reasons = session.node.keyspace.schemas.registry.check(uid_key(stream.uid), args[3], mode)
     if reasons:
         raise IncompatibleError(reasons)
     return OK
@@ -217,12 +217,12 @@ def schema_check(client: Client, args: list[bytes]) -> Any:
     "compat", -3, "write", (2, 2, 1), "stream", parent="q.schema",
     summary="Returns or sets the compatibility mode of a queue or stream.",
 )
-def schema_compat(client: Client, args: list[bytes]) -> Any:
+def schema_compat(session: Session, args: list[bytes]) -> Any:
     if len(args) > 4:
         raise syntax()
     mode = parse_mode(args[3]) if len(args) == 4 else None
-    stream = _stream(client, args[2]) if mode is None else _sound(client, args[2])
-    keyspace = client.server.keyspace
+    stream = _stream(session, args[2]) if mode is None else _sound(session, args[2])
+    keyspace = session.node.keyspace
     uid = uid_key(stream.uid)
     if mode is None:
         return keyspace.schemas.registry.mode(uid).value.encode()
@@ -237,9 +237,9 @@ def schema_compat(client: Client, args: list[bytes]) -> Any:
     complexity="O(N) where N is the number of versions",
     summary="Removes the schema of a queue or stream.",
 )
-def schema_drop(client: Client, args: list[bytes]) -> Any:
-    stream = _stream(client, args[2])
-    keyspace = client.server.keyspace
+def schema_drop(session: Session, args: list[bytes]) -> Any:
+    stream = _stream(session, args[2])
+    keyspace = session.node.keyspace
     op = keyspace.schemas.registry.propose_drop(uid_key(stream.uid))
     if op is None:
         return 0
@@ -251,5 +251,5 @@ def schema_drop(client: Client, args: list[bytes]) -> Any:
     "help", 2, "loading stale", group="stream", parent="q.schema",
     summary="Shows helpful text about the different subcommands.",
 )
-def schema_help(client: Client, args: list[bytes]) -> Any:
+def schema_help(session: Session, args: list[bytes]) -> Any:
     return help_reply(HELP)

@@ -13,17 +13,18 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
 from narad.commands.args import parse_int, parse_timeout_ms
-from narad.commands.deferred import can_hold, defer_entries
 from narad.commands.schema import check_entry
-from narad.commands.table import COMMANDS, Block, command
+from narad.commands.table import COMMANDS, command
 from narad.errors import IDS_EXHAUSTED, CommandError, syntax, wrong_arity
+from narad.held_back import can_hold
+from narad.keywatch import Block
 from narad.log.format import entry_too_large
 from narad.resp import NullArray
 from narad.streams import ids
 from narad.streams.stream import Entry, Stream
 
 if TYPE_CHECKING:
-    from narad.client import Client
+    from narad.node import Session
 
 
 def now_ms() -> int:
@@ -36,21 +37,21 @@ def entry_reply(entry: Entry) -> list[Any]:
 
 
 
-def get_stream(client: Client, key: bytes) -> Stream | None:
-    return client.server.keyspace.get(client.db, key)
+def get_stream(session: Session, key: bytes) -> Stream | None:
+    return session.node.keyspace.get(session.db, key)
 
 
-def written(client: Client, key: bytes) -> None:
+def written(session: Session, key: bytes) -> None:
     """After entries were added to `key`, or the key was made: WATCH and blocked
     readers learn of it."""
-    client.server.key_written(client.db, key)
+    session.node.written(session.db, key)
 
 
-def changed(client: Client, key: bytes) -> None:
+def changed(session: Session, key: bytes) -> None:
     """After any other write to `key` (trims, deletes, XSETID, consumer groups):
     transactions WATCHing it abort and, as in Redis 7.0, no blocked reader is woken
     (XGROUP DESTROY wakes its group's readers itself)."""
-    client.server.key_touched(client.db, key)
+    session.node.keys.spoil(session.db, key)
 
 
 # -- XADD / XTRIM ------------------------------------------------------------------------
@@ -67,7 +68,7 @@ class TrimArgs:
     seq_given: bool = True
 
 
-def parse_trim_args(client: Client, args: list[bytes], xadd: bool) -> tuple[TrimArgs, int]:
+def parse_trim_args(session: Session, args: list[bytes], xadd: bool) -> tuple[TrimArgs, int]:
     """Options from args[2] on; returns them and the index where XADD's ID is."""
     opts = TrimArgs()
     limit_given = False
@@ -117,7 +118,7 @@ def parse_trim_args(client: Client, args: list[bytes], xadd: bool) -> tuple[Trim
     if limit_given and not opts.approx:
         raise CommandError("syntax error, LIMIT cannot be used without the special ~ option")
     if opts.approx and not limit_given:
-        node = int(client.server.config["stream-node-max-entries"])  # type: ignore[call-overload]
+        node = int(session.node.config["stream-node-max-entries"])  # type: ignore[call-overload]
         opts.limit = min(max(100 * node, 0) or 10000, 1_000_000)
     return opts, i
 
@@ -131,29 +132,26 @@ def parse_trim_args(client: Client, args: list[bytes], xadd: bool) -> tuple[Trim
     since="5.0.0",
     complexity="O(1) when adding a new entry, O(N) when trimming",
 )
-def xadd(client: Client, args: list[bytes]) -> Any:
+def xadd(session: Session, args: list[bytes]) -> Any:
     """Appends a new message to a stream. Creates the key if it doesn't exist."""
     if args[2] == b"*" and len(args) & 1:
         # The hot path, `XADD key * field value ...` on an existing stream: the same
         # steps as below with every option absent.
-        keyspace = client.server.keyspace
-        stream = keyspace.dbs[client.db].get(args[1])
+        keyspace = session.node.keyspace
+        stream = keyspace.dbs[session.db].get(args[1])
         if stream is not None and stream.last_id != ids.ID_MAX:
             if keyspace.validators:  # a schema somewhere: one dict lookup for this key
-                check_entry(client, stream, args[3:])
-            last = stream.last_id
-            ms = time.time_ns() // 1_000_000
-            sid = ms << 64 if ms > last >> 64 else last + 1
+                check_entry(session, stream, args[3:])
             try:
-                stream.add(sid, args[3:])
+                sid = stream.add_auto((args,), 3)
             except ValueError as exc:  # over the log's record limit: nothing added
                 raise CommandError(str(exc)) from None
-            client.server.key_written(client.db, args[1])
-            return b"%d-%d" % (ms if ms > last >> 64 else sid >> 64, sid & ids.SEQ_MASK)
+            session.node.written(session.db, args[1])
+            return b"%d-%d" % (sid >> 64, sid & ids.SEQ_MASK)
     if args[2] == b"*":
         opts, idpos = NO_TRIM, 2
     else:
-        opts, idpos = parse_trim_args(client, args, xadd=True)
+        opts, idpos = parse_trim_args(session, args, xadd=True)
     fields = args[idpos + 1 :]
     if idpos >= len(args) or len(fields) < 2 or len(fields) % 2:
         raise wrong_arity("xadd")
@@ -162,25 +160,28 @@ def xadd(client: Client, args: list[bytes]) -> Any:
         raise CommandError("The ID specified in XADD must be greater than 0-0")
     if (refusal := entry_too_large(fields)) is not None:  # before the key is made
         raise CommandError(refusal)
-    keyspace = client.server.keyspace
+    keyspace = session.node.keyspace
     key = args[1]
-    stream = keyspace.get(client.db, key)
+    stream = keyspace.get(session.db, key)
     if stream is None:
         if opts.nomkstream:
             return None
-        stream = keyspace.create_stream(client.db, key)
+        stream = keyspace.create_stream(session.db, key)
     last = stream.last_id
     if last == ids.ID_MAX:
         raise CommandError(IDS_EXHAUSTED)
-    new_id = _new_id(last, explicit, seq_given)
-    if new_id is None or new_id <= last:
+    new_id = None if explicit is None else _explicit_id(last, explicit, seq_given)
+    if explicit is not None and (new_id is None or new_id <= last):
         raise CommandError(
             "The ID specified in XADD is equal or smaller than the target stream top item"
         )
     if keyspace.validators:
-        check_entry(client, stream, fields)
-    stream.add(new_id, fields)
-    written(client, key)
+        check_entry(session, stream, fields)
+    if new_id is None:
+        new_id = stream.add_auto((fields,))
+    else:
+        stream.add(new_id, fields)
+    written(session, key)
     if opts.maxlen is not None or opts.minid is not None:
         stream.trim(opts.maxlen, opts.minid, opts.approx, opts.limit)
     return ids.fmt(new_id)
@@ -192,19 +193,19 @@ BLOCKED_COUNT_DEFAULT = 1000
 
 
 def xadd_run(
-    client: Client, argv: list[bytes], queued: deque[list[bytes]]
+    session: Session, argv: list[bytes], queued: deque[list[bytes]]
 ) -> list[list[bytes]] | None:
     """Pipelined `XADD key * field value ...` on an existing stream: `argv` and the
     XADDs queued right after it to the same key in the same form, held back with
     the like entries of other clients to that stream and added with them in one
-    call to the log (narad/commands/deferred.py); the same entries, IDs and replies as
+    call to the log (narad/held_back.py); the same entries, IDs and replies as
     running them one by one within one millisecond. Returns the argvs taken; None
     (nothing done) for any other form, which the general handler answers."""
     key = argv[1]
     if argv[2] != b"*" or not len(argv) & 1:
         return None
-    keyspace = client.server.keyspace
-    stream = keyspace.dbs[client.db].get(key)
+    keyspace = session.node.keyspace
+    stream = keyspace.dbs[session.db].get(key)
     if stream is None or not can_hold(keyspace, stream):
         return None
     run = [argv]
@@ -219,7 +220,7 @@ def xadd_run(
         ):
             break
         run.append(more)
-    defer_entries(client, XADD, stream, run)
+    session.node.hold_back(session, XADD, stream, run)
     return run
 
 
@@ -227,9 +228,8 @@ XADD = COMMANDS[b"xadd"]
 XADD.run = xadd_run
 
 
-def _new_id(last: int, explicit: int | None, seq_given: bool) -> int | None:
-    if explicit is None:
-        return ids.next_auto(last)
+def _explicit_id(last: int, explicit: int, seq_given: bool) -> int | None:
+    """The ID an explicit `ms-seq` or `ms-*` gives after `last`; None when none fits."""
     if seq_given:
         return explicit
     ms, _ = ids.split(explicit)
@@ -240,17 +240,17 @@ def _new_id(last: int, explicit: int | None, seq_given: bool) -> int | None:
 
 
 @command("xtrim", -4, "write", (1, 1, 1), "stream", since="5.0.0", complexity="O(N)")
-def xtrim(client: Client, args: list[bytes]) -> Any:
+def xtrim(session: Session, args: list[bytes]) -> Any:
     """Deletes messages from the beginning of a stream."""
-    opts, i = parse_trim_args(client, args, xadd=False)
+    opts, i = parse_trim_args(session, args, xadd=False)
     if i < len(args):
         raise syntax()
-    stream = get_stream(client, args[1])
+    stream = get_stream(session, args[1])
     if stream is None:
         return 0
     removed = stream.trim(opts.maxlen, opts.minid, opts.approx, opts.limit)
     if removed:
-        changed(client, args[1])
+        changed(session, args[1])
     return removed
 
 
@@ -262,7 +262,7 @@ def parse_count(args: list[bytes], i: int) -> int:
     return max(count, 0)
 
 
-def _range(client: Client, args: list[bytes], reverse: bool) -> Any:
+def _range(session: Session, args: list[bytes], reverse: bool) -> Any:
     high_arg, low_arg = (args[2], args[3]) if reverse else (args[3], args[2])
     low = ids.parse_range_bound(low_arg, low=True)
     high = ids.parse_range_bound(high_arg, low=False)
@@ -275,7 +275,7 @@ def _range(client: Client, args: list[bytes], reverse: bool) -> Any:
         if args[i].lower() != b"count" or i + 1 == len(args):
             raise syntax()
         count = max(parse_int(args[i + 1]), 0)
-    stream = get_stream(client, args[1])
+    stream = get_stream(session, args[1])
     if stream is None:
         return []
     if count == 0:  # after the key's lookup, as in Redis
@@ -288,39 +288,39 @@ def _range(client: Client, args: list[bytes], reverse: bool) -> Any:
 
 
 @command("xrange", -4, "readonly", (1, 1, 1), "stream", since="5.0.0", complexity="O(N)")
-def xrange(client: Client, args: list[bytes]) -> Any:
+def xrange(session: Session, args: list[bytes]) -> Any:
     """Returns the messages from a stream within a range of IDs."""
-    return _range(client, args, reverse=False)
+    return _range(session, args, reverse=False)
 
 
 @command("xrevrange", -4, "readonly", (1, 1, 1), "stream", since="5.0.0", complexity="O(N)")
-def xrevrange(client: Client, args: list[bytes]) -> Any:
+def xrevrange(session: Session, args: list[bytes]) -> Any:
     """Returns the messages from a stream within a range of IDs in reverse order."""
-    return _range(client, args, reverse=True)
+    return _range(session, args, reverse=True)
 
 
 @command("xlen", 2, "readonly fast", (1, 1, 1), "stream", since="5.0.0")
-def xlen(client: Client, args: list[bytes]) -> Any:
+def xlen(session: Session, args: list[bytes]) -> Any:
     """Return the number of messages in a stream."""
-    stream = get_stream(client, args[1])
+    stream = get_stream(session, args[1])
     return stream.length if stream is not None else 0
 
 
 @command("xdel", -3, "write fast", (1, 1, 1), "stream", since="5.0.0", complexity="O(1) per ID")
-def xdel(client: Client, args: list[bytes]) -> Any:
+def xdel(session: Session, args: list[bytes]) -> Any:
     """Returns the number of messages after removing them from a stream."""
-    stream = get_stream(client, args[1])
+    stream = get_stream(session, args[1])
     if stream is None:  # as in Redis, the IDs are not even parsed then
         return 0
     sids = [ids.parse(a, strict=True) for a in args[2:]]
     removed = stream.delete(sids)
     if removed:
-        changed(client, args[1])
+        changed(session, args[1])
     return removed
 
 
 @command("xsetid", -3, "write denyoom fast", (1, 1, 1), "stream", since="5.0.0")
-def xsetid(client: Client, args: list[bytes]) -> Any:
+def xsetid(session: Session, args: list[bytes]) -> Any:
     """An internal command for replicating stream values."""
     sid = ids.parse(args[2], strict=True)
     entries_added: int | None = None
@@ -341,7 +341,7 @@ def xsetid(client: Client, args: list[bytes]) -> Any:
         else:
             raise syntax()
         i += 2
-    stream = get_stream(client, args[1])
+    stream = get_stream(session, args[1])
     if stream is None:
         raise CommandError("no such key")
     last = stream.last_entry()
@@ -359,7 +359,7 @@ def xsetid(client: Client, args: list[bytes]) -> Any:
         )
     # As in Redis, MAXDELETEDID 0-0 leaves the stream's max deleted ID as it is.
     stream.set_id(sid, entries_added, max_deleted or None)
-    changed(client, args[1])
+    changed(session, args[1])
     from narad.resp import SimpleString
 
     return SimpleString("OK")
@@ -377,20 +377,20 @@ def xsetid(client: Client, args: list[bytes]) -> Any:
     since="5.0.0",
     complexity="O(N) per stream",
 )
-def xread(client: Client, args: list[bytes]) -> Any:
+def xread(session: Session, args: list[bytes]) -> Any:
     """Return never seen elements in multiple streams, with IDs greater than the ones
     reported by the caller for each stream. Can block."""
     count, block_ms, keys, id_args = parse_read_args(args)
     starts: list[int] = []
     for key, arg in zip(keys, id_args, strict=True):
         if arg == b"$":
-            stream = get_stream(client, key)
+            stream = get_stream(session, key)
             starts.append(stream.last_id if stream is not None else 0)
         else:
             starts.append(ids.parse(arg))
 
-    reply = _read_streams(client, keys, starts, count)
-    if reply is not None or block_ms is None or client.in_exec:
+    reply = _read_streams(session, keys, starts, count)
+    if reply is not None or block_ms is None or session.in_exec:
         return reply if reply is not None else NullArray()
 
     def retry(key: bytes) -> Any:
@@ -399,31 +399,31 @@ def xread(client: Client, args: list[bytes]) -> Any:
         # the one waited after, with at most COUNT entries (default
         # BLOCKED_COUNT_DEFAULT) and maybe none (when those after it were deleted
         # or trimmed). A key given twice waits after its first ID.
-        stream = get_stream(client, key)
+        stream = get_stream(session, key)
         start = starts[keys.index(key)]
         if stream is None or stream.last_id <= start:
             return None
-        found = _read_streams(client, [key], [start], count or BLOCKED_COUNT_DEFAULT)
-        return found if found is not None else _streams_reply(client, {key: []})
+        found = _read_streams(session, [key], [start], count or BLOCKED_COUNT_DEFAULT)
+        return found if found is not None else _streams_reply(session, {key: []})
 
-    return Block([(client.db, k) for k in keys], block_ms, retry, NullArray())
+    return Block([(session.db, k) for k in keys], block_ms, retry, NullArray())
 
 
-def _read_streams(client: Client, keys: list[bytes], starts: list[int], count: int) -> Any:
+def _read_streams(session: Session, keys: list[bytes], starts: list[int], count: int) -> Any:
     out: dict[bytes, Any] = {}
     for key, after in zip(keys, starts, strict=True):
-        stream = get_stream(client, key)
+        stream = get_stream(session, key)
         if stream is None or after == ids.ID_MAX:
             continue
         found = stream.range(after + 1, ids.ID_MAX, count)
         if found:
             out[key] = [entry_reply(e) for e in found]
-    return _streams_reply(client, out) if out else None
+    return _streams_reply(session, out) if out else None
 
 
-def _streams_reply(client: Client, found: dict[bytes, Any]) -> Any:
+def _streams_reply(session: Session, found: dict[bytes, Any]) -> Any:
     """XREAD's reply: stream key -> entries, a map in RESP3."""
-    if client.protocol >= 3:
+    if session.protocol >= 3:
         return found
     return [[k, v] for k, v in found.items()]
 

@@ -12,45 +12,27 @@ stale, no_multi, ...); `write` decides what a replica refuses and what is replic
 from __future__ import annotations
 
 from collections import deque
-from collections.abc import Callable, Hashable, Iterable, Iterator
+from collections.abc import Callable, Iterable, Iterator
 from collections.abc import Set as AbstractSet
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
-from narad.resp import NULL_ARRAY
+from narad.metrics import Histogram
 
 if TYPE_CHECKING:
-    from narad.client import Client
-    from narad.metrics import Histogram
+    from narad.node import Session
 
-Handler = Callable[["Client", list[bytes]], Any]
+Handler = Callable[["Session", list[bytes]], Any]
 # A run handler takes a command and the ones queued after it that it can answer in
-# one go: run(client, argv, queued) runs them, writes their replies to client.out
-# and returns the argvs it ran (argv first), or returns None with nothing done (the
-# general path then runs argv). It may instead hold the writes back in
-# `server.barrier.deferred` (narad/barrier.py), whose `apply` then makes
-# them and writes the replies; a run handler that finds other writes held back there
-# settles them first unless it joins them. Its reply to one command is at most
+# one go: run(session, argv, queued) runs them, writes their replies to the
+# session's connection and returns the argvs it ran (argv first), or returns None
+# with nothing done (the general path then runs argv). It may instead hold the
+# writes back in `node.barrier.held_back` (narad/barrier.py), whose `apply` then
+# makes them and writes the replies; a run handler that finds other writes held back
+# there adds them first unless it joins them. Its reply to one command is at most
 # RUN_REPLY_BYTES_MAX bytes (the caller bounds the output buffer with it).
 RUN_REPLY_BYTES_MAX = 48
-RunHandler = Callable[["Client", list[bytes], "deque[list[bytes]]"], "list[list[bytes]] | None"]
-
-
-@dataclass
-class Block:
-    """A handler's answer "not yet": wait on `keys` (db, key) until `retry(key)`, called
-    with a key of `keys` that was signaled, returns a reply (not None), or until
-    `timeout_ms` passes (0: forever), then reply `timeout_reply` (called for the reply
-    when it is callable). `retry` may raise
-    CommandError when what it waits on is gone."""
-
-    keys: list[tuple[int, bytes]]
-    timeout_ms: int
-    retry: Callable[[bytes], Any]
-    timeout_reply: Any = NULL_ARRAY
-    # Blocks with the same token wait for the same thing (Q.POP on one queue): once
-    # one's retry finds nothing, the others' would too, and are not tried in that pass.
-    alike: Hashable | None = None
+RunHandler = Callable[["Session", list[bytes], "deque[list[bytes]]"], "list[list[bytes]] | None"]
 
 
 @dataclass
@@ -77,6 +59,18 @@ class Command:
     # ...): it leaves without waiting for the replicas' acks of the commits before
     # it (narad/barrier.py). Set by `command` (see `_data_free`).
     data_free: bool = False
+
+    def track(self, ns: int, count: int = 1) -> None:
+        """Record `count` calls that took `ns` nanoseconds each (latency-tracking)."""
+        histogram = self.latency
+        if histogram is None:
+            histogram = self.latency = Histogram()
+        histogram.record(ns, count)
+
+    def reset_stats(self) -> None:
+        """CONFIG RESETSTAT: the counters back to zero."""
+        self.calls = self.usec = self.rejected = self.failed = 0
+        self.latency = None
 
     def check_arity(self, argc: int) -> bool:
         return argc == self.arity if self.arity >= 0 else argc >= -self.arity
@@ -105,7 +99,7 @@ def command(
     parent: str | None = None,
     categories: str = "",
 ) -> Callable[[Handler], Handler]:
-    """Register the decorated handler `handler(client, args)`; args[0] is the name.
+    """Register the decorated handler `handler(session, args)`; args[0] is the name.
     `categories` adds ACL categories to those the flags and group imply."""
 
     def register(handler: Handler) -> Handler:

@@ -20,7 +20,6 @@ The package's other modules:
 - kinds.py: how each kind of value parses, shows and writes (BadValue);
 - lexer.py: redis.conf's argument splitting and quoting;
 - numbers.py: integers, byte counts and percentiles as Redis reads and writes them;
-- glob.py: the glob CONFIG GET matches names with;
 - rewrite.py: CONFIG REWRITE's new file text and the crash-safe replace;
 - example.py: conf/narad.conf, rendered from the table.
 """
@@ -32,11 +31,11 @@ from collections.abc import Callable, Iterable, Sequence
 from pathlib import Path
 from typing import NamedTuple
 
-from narad.config.glob import glob_match
 from narad.config.kinds import BadValue
 from narad.config.lexer import bare_or_quoted, split_args
 from narad.config.rewrite import read_lines, replace_file, rewritten
 from narad.config.settings import SETTINGS, Setting, lookup
+from narad.glob import match_text
 
 # A command-line flag's name and its arguments: one string, or the words after the flag.
 Override = tuple[str, str | Sequence[str]]
@@ -230,7 +229,7 @@ class Config:
         if not any(ch in pattern for ch in "*?["):
             setting = lookup(pattern)
             return [(pattern, setting)] if setting is not None else []
-        return [(name, s) for s in SETTINGS for name in s.names() if glob_match(pattern, name)]
+        return [(name, s) for s in SETTINGS for name in s.names() if match_text(pattern, name)]
 
     # -- CONFIG SET ---------------------------------------------------------------------
 

@@ -14,12 +14,13 @@ into problem kinds:
 - index: an index file that differs from the one a rebuild gives. Repairable.
 - checkpoint: a damaged or malformed checkpoint file. Not repairable.
 - io-error: a file that cannot be read (or, when repairing, written).
-- meta-op: a data dir's metadata op that replay cannot apply (found and repaired by
-  narad/metalog.py and keyspace.repair_metadata, not here). Repairable.
+- meta-op: a data dir's metadata op that replay cannot apply (found by
+  narad/metalog.py's check_metadata, repaired by narad/repair.py's repair_metadata,
+  not here). Repairable.
 - state-op: a stream's state op that replay cannot apply (found and repaired by
-  narad/streams/stream.py's check_states and repair_states, not here). Repairable.
+  narad/repair.py's check_states and repair_states, not here). Repairable.
 - commit, log-behind, log-ahead: a data dir's journal against its logs (found by
-  narad/log/check_journal.py, which also reports a commit whose last part is missing
+  narad/check_journal.py, which also reports a commit whose last part is missing
   as a torn-tail, and log bytes that differ from the journal's as corrupt).
 
 With `repair`, a torn tail is truncated (ftruncate, then fsync) and each bad index is
@@ -92,7 +93,7 @@ class Kind(enum.Enum):
     IO_ERROR = "io-error"
     META_OP = "meta-op"  # a metadata op replay cannot apply (narad/metalog.py)
     STATE_OP = "state-op"  # a stream's state op replay cannot apply (narad/streams/stream.py)
-    COMMIT = "commit"  # a journal record that is not a commit (narad/log/check_journal.py)
+    COMMIT = "commit"  # a journal record that is not a commit (narad/check_journal.py)
     LOG_BEHIND = "log-behind"  # a log lacks records the journal no longer holds
     LOG_AHEAD = "log-ahead"  # a log holds records past its end in the journal
 

@@ -41,7 +41,7 @@ CHECKPOINT_FILE = "checkpoint"
 # delete: the journal from this position on (None: no more than the backlog), and
 # whether a full copy is reading the logs as of a past position (then every log
 # segment stays, and the folders of deleted streams: Keyspace.remove_doomed).
-HeldForReplicas = Callable[[], tuple[int | None, bool]]
+KeptForReplicas = Callable[[], tuple[int | None, bool]]
 
 
 @dataclass
@@ -78,7 +78,7 @@ def write(journal_path: Path, found: Checkpoint) -> None:
 
 def rebase(journal_path: Path, ends: dict[int, int]) -> None:
     """Record new ends for logs that a repair edited, in the checkpoint in force; only
-    sound when the journal holds no commit after it (keyspace.settle_journal)."""
+    sound when the journal holds no commit after it (narad/repair.py's checkpoint_at_end)."""
     found = read(journal_path)
     if found is None:
         raise ValueError(f"{journal_path}: no journal checkpoint to rebase")
@@ -106,14 +106,14 @@ class CheckpointStats:
 
 class Checkpointer:
     def __init__(
-        self, journal: Journal, last: Checkpoint, held: HeldForReplicas = lambda: (None, False)
+        self, journal: Journal, last: Checkpoint, kept: KeptForReplicas = lambda: (None, False)
     ) -> None:
         self.journal = journal
         self.last = last  # the checkpoint in force
-        self.held = held
+        self.kept = kept
         # Logs whose durable start moved while a full copy read them: their segments
         # below it go once no copy does.
-        self._deletions_held: dict[Log, None] = {}
+        self._deletions_kept: dict[Log, None] = {}
         self.stats = CheckpointStats()
         self._bytes_at = journal.stats.bytes  # journal bytes written at the last one
         self._time_at = time.monotonic()
@@ -194,16 +194,16 @@ class Checkpointer:
             return
         self.last = work.taken
         self.stats.checkpoints += 1
-        journal_held, copying = self.held()
+        journal_kept, copying = self.kept()
         for log, start in work.starts:
             if not log.closed and start > log.durable_start:
                 log.durable_start = start
-                self._deletions_held[log] = None
+                self._deletions_kept[log] = None
         if not copying:
-            for log in self._deletions_held:
+            for log in self._deletions_kept:
                 if not log.closed:
                     log.apply_retention(start_only=True)
-            self._deletions_held.clear()
+            self._deletions_kept.clear()
         # The journal keeps the segment that holds the checkpoint's position whole:
         # the commits before it stay readable (a truncation may need them) until a
         # later checkpoint lies in a later segment; and what replicas still read.
@@ -211,8 +211,8 @@ class Checkpointer:
         position = work.taken.position
         keep = max(s.base_offset for s in journal.segments if s.base_offset <= position)
         keep = min(keep, self._backlog_start())
-        if journal_held is not None:
-            keep = min(keep, journal_held)
+        if journal_kept is not None:
+            keep = min(keep, journal_kept)
         journal.set_start(keep)
         journal.apply_retention(start_only=True)
         logger.debug(

@@ -17,10 +17,15 @@ from __future__ import annotations
 import os
 import resource
 from collections import OrderedDict
-from typing import TYPE_CHECKING
+from pathlib import Path
+from typing import Protocol
 
-if TYPE_CHECKING:
-    from narad.log.segment import Segment
+
+class Segment(Protocol):
+    """A segment (narad/log/segment.py), as far as its file goes."""
+
+    @property
+    def path(self) -> Path: ...
 
 # Descriptors kept for everything else (client connections, listeners, the lock,
 # index and checkpoint files being written), out of the process's limit.

@@ -132,7 +132,7 @@ class Replay:
             )
             self.journal.truncate(self.end)
 
-    def settle(self, key: int, log: Log) -> None:
+    def cut_to_journal(self, key: int, log: Log) -> None:
         """Cut `log` back to where the journal says it ends, or refuse when it holds
         less than the checkpoint says it durably held."""
         end = self.ends.get(key)

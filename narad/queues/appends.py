@@ -22,6 +22,8 @@ from narad.schema.keyspace import Unavailable
 from narad.streams import ids
 
 if TYPE_CHECKING:
+    from collections.abc import Callable
+
     from narad.events import KeyEvents
     from narad.keyspace import Keyspace
     from narad.streams.stream import Stream
@@ -39,6 +41,8 @@ class ServerAppends:
 
     keyspace: Keyspace
     events: KeyEvents
+
+    written: Callable[[Stream], None]  # its push consumers are told (narad/queues/push.py)
 
     def schema_faulted(self, stream: Stream) -> bool:
         """Whether `stream`'s schema state is unusable (a metadata op of it faulted:
@@ -75,15 +79,13 @@ class ServerAppends:
     def append(self, stream: Stream, entries: list[list[bytes]]) -> list[int]:
         """Append entries with automatic IDs, all or none; their IDs. WATCHers,
         blocked readers and push consumers of the stream are told once."""
-        if stream.last_id > ids.ID_MAX - len(entries):
-            raise CommandError(IDS_EXHAUSTED)
-        sids = []
-        for fields in entries:
-            sid = ids.next_auto(stream.last_id)
-            assert sid is not None
-            stream.add(sid, fields)
-            sids.append(sid)
-        self.events.key_written(stream.db, stream.key)
+        try:
+            first = stream.add_auto(entries)
+        except ids.IdsExhausted:
+            raise CommandError(IDS_EXHAUSTED) from None
+        sids = [first + i for i in range(len(entries))]
+        self.events.written(stream.db, stream.key)
+        self.written(stream)
         return sids
 
 

@@ -90,7 +90,7 @@ class DeadLetters(ServerAppends):
         if not queue.settings.dlq:
             return None
         stream = self.keyspace.dbs[queue.stream.db].get(queue.settings.dlq)
-        dlq = None if stream is None else stream.queue
+        dlq: Queue | None = None if stream is None else stream.queue
         if dlq is None or dlq is queue or self.schema_faulted(dlq.stream):
             return None
         return dlq

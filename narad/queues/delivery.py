@@ -160,7 +160,7 @@ class Delivery:
     def tick(self) -> None:
         """Deadlines and delays due now take effect in every queue."""
         self._timer = None
-        self.commits.settle()
+        self.commits.apply_held_back()
         now = self.clock.now_ms()
         earliest = None
         for queue in list(self.queues()):
@@ -188,7 +188,7 @@ class Delivery:
     def wake(self, queue: Queue) -> None:
         """Visible messages appeared: blocked Q.POP clients and push consumers."""
         stream = queue.stream
-        self.events.signal_key(stream.db, stream.key)
+        self.events.wake(stream.db, stream.key)
         if queue.consumers:
             self.to_serve.add(queue)
             self.commits.schedule()

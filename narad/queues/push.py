@@ -11,14 +11,13 @@ visible again at once.
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any, Protocol
 
 from narad.queues.queue import IN_FLIGHT, unpack
 from narad.queues.replies import message
 from narad.resp import Push
 
 if TYPE_CHECKING:
-    from narad.client import Client
     from narad.events import Commits
     from narad.queues.delivery import Delivered
     from narad.queues.queue import Queue
@@ -27,12 +26,23 @@ if TYPE_CHECKING:
 PUSH_BATCH = 32  # messages one push consumer takes per turn, for fairness
 
 
+class PushTarget(Protocol):
+    """A session in push mode, as the queue service serves it (narad/node.py)."""
+
+    push_handler: Any  # its PushConsumer while it consumes
+
+    @property
+    def closing(self) -> bool: ...
+
+    def push(self, value: Any) -> None: ...
+
+
 @dataclass(eq=False)
 class PushConsumer:
     """A connection in push mode (Q.CONSUME) on one queue."""
 
     service: PushServing
-    client: Client
+    session: PushTarget
     queue: Queue
     prefetch: int
     visibility: int
@@ -58,9 +68,9 @@ class PushServing:
         def _release(self, queue: Queue, offsets: list[int]) -> None: ...
 
     def start_consuming(
-        self, client: Client, queue: Queue, prefetch: int, visibility: int
+        self, session: PushTarget, queue: Queue, prefetch: int, visibility: int
     ) -> PushConsumer:
-        consumer = PushConsumer(self, client, queue, prefetch, visibility)
+        consumer = PushConsumer(self, session, queue, prefetch, visibility)
         queue.consumers.append(consumer)
         self.consuming += 1
         self.to_serve.add(queue)
@@ -107,7 +117,7 @@ class PushServing:
                 for consumer in list(queue.consumers):
                     room = consumer.prefetch - len(consumer.held)
                     quota = consumer.prefetch - given.get(consumer, 0)
-                    if room <= 0 or consumer.client.closing:
+                    if room <= 0 or consumer.session.closing:
                         continue
                     if quota <= 0:
                         again.add(queue)
@@ -131,7 +141,7 @@ class PushServing:
             offset = d[0].offset
             consumer.held.add(offset)
             queue.holder[offset] = consumer
-            consumer.client.push(Push([b"message", name, message(*d)]))
+            consumer.session.push(Push([b"message", name, message(*d)]))
 
     def _settled(self, queue: Queue, offsets: list[int]) -> None:
         """Messages left their push consumer's prefetch window."""
@@ -145,7 +155,8 @@ class PushServing:
                 self.commits.schedule()
 
     def written(self, stream: Stream) -> None:
-        """An entry was appended to `stream` (XADD, Q.PUSH, a copy)."""
+        """An entry was appended to `stream` (XADD, Q.PUSH, a copy): its push
+        consumers are served at the end of the iteration."""
         queue = stream.queue
         if queue is not None and queue.consumers:
             self.to_serve.add(queue)

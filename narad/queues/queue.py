@@ -47,8 +47,9 @@ from typing import TYPE_CHECKING, Any, NamedTuple
 
 from narad._speedups import load
 from narad.streams import ids
+from narad.streams.ids import pack_id, unpack_id
 from narad.streams.machines import Machine, op_table
-from narad.streams.stream import Stream, pack_id, unpack_id
+from narad.streams.stream import Stream
 
 if TYPE_CHECKING:
     from narad.log import Record
@@ -498,7 +499,7 @@ _OPS, _op = op_table()
 
 
 def _queue(stream: Stream) -> Queue:
-    queue = stream.queue
+    queue: Queue | None = stream.queue
     assert queue is not None, "queue op on a stream that is not a queue"
     return queue
 
@@ -658,7 +659,7 @@ def _restore(stream: Stream, raw: list[Any] | None) -> None:
     stream.queue = None if raw is None else Queue.from_snapshot(stream, raw)
 
 
-def _settle(stream: Stream) -> None:
+def _forget_lost_tail(stream: Stream) -> None:
     if stream.queue is not None:
         stream.queue.forget_lost_tail()
 
@@ -670,6 +671,6 @@ def _after_repair(stream: Stream) -> list[Any] | None:
 
 
 QUEUE_MACHINE = Machine(
-    "queue", _OPS, snapshot=_snapshot, restore=_restore, settle=_settle,
+    "queue", _OPS, snapshot=_snapshot, restore=_restore, forget_lost_tail=_forget_lost_tail,
     after_repair=_after_repair,
 )

@@ -34,7 +34,6 @@ from narad.queues.queue import new_secret
 if TYPE_CHECKING:
     from collections.abc import Callable, Iterator
 
-    from narad.client import Client
     from narad.events import Commits, KeyEvents, Timers
     from narad.keyspace import Keyspace
     from narad.queues.queue import Queue
@@ -69,8 +68,8 @@ class QueueService(Delivery, DeadLetters, FanOut, PushServing):
         stream = self.keyspace.get(db, key)
         return None if stream is None else stream.queue
 
-    def require(self, client: Client, key: bytes) -> Queue:
-        queue = self.get(client.db, key)
+    def require(self, db: int, key: bytes) -> Queue:
+        queue = self.get(db, key)
         if queue is None:
             raise no_queue(key)
         return queue
@@ -106,7 +105,7 @@ class QueueService(Delivery, DeadLetters, FanOut, PushServing):
         if queue is None:
             return
         for consumer in list(queue.consumers):
-            consumer.client.push_handler = None
+            consumer.session.push_handler = None
             self.stop_consuming(consumer, release=False)
         self.to_serve.discard(queue)
         self.subscribing.discard(queue)

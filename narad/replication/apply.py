@@ -104,7 +104,7 @@ def _follow(keyspace: Keyspace, key: int, taken: list[Record]) -> None:
                 "event=state_op_fault stream_uid=%d key=%r reason=%s; the key is "
                 "unavailable", stream.uid, stream.key, stream.fault.what,
             )
-    keyspace.touch(stream.db, stream.key)
+    keyspace.written(stream.db, stream.key)
 
 
 def _payloads(records: list[Record]) -> Iterator[tuple[int, bytes]]:

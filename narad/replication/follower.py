@@ -26,6 +26,7 @@ import asyncio
 import logging
 import os
 import time
+from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
 import anyio
@@ -40,7 +41,7 @@ from narad.replication.wire import LinkError
 from narad.resp.encoder import encode_request
 
 if TYPE_CHECKING:
-    from narad.server import Server
+    from narad.replication.host import Host
 
 logger = logging.getLogger("narad.replication")
 
@@ -58,8 +59,12 @@ def _first(exc: BaseException) -> BaseException:
 
 
 class Follower:
-    def __init__(self, server: Server, host: str, port: int) -> None:
-        self.server = server
+    def __init__(
+        self, node: Host, host: str, port: int, promised: Callable[[], int] = lambda: 0
+    ) -> None:
+        self.node = node
+        # The highest epoch this node promised a failover (narad/replication/role.py).
+        self.promised = promised
         self.host = host
         self.port = port
         # Redis's words for the link (ROLE): connect, connecting, sync, connected.
@@ -103,7 +108,7 @@ class Follower:
                 if isinstance(exc, (LogFailed, Diverged)):
                     # The journal may hold commits the logs did not take: stop, and let
                     # the next start's recovery (which applies the journal) say more.
-                    self.server.commit_failed(f"following the leader: {exc}", 0)
+                    self.node.commit_failed(f"following the leader: {exc}", 0)
                     return
                 if isinstance(exc, LinkError):
                     self._broken(str(exc), logging.ERROR)
@@ -129,7 +134,7 @@ class Follower:
     # -- one session ----------------------------------------------------------------
 
     async def _session(self) -> None:
-        config = self.server.config
+        config = self.node.config
         timeout = int(config["repl-timeout"])  # type: ignore[call-overload]
         self.state = "connecting"
         with anyio.fail_after(timeout):
@@ -142,7 +147,7 @@ class Follower:
             self.last_error = ""
             logger.info(
                 "event=replication_link_up leader=%s position=%d",
-                self.address, self.server.keyspace.journal.position,
+                self.address, self.node.keyspace.journal.position,
             )
             async with anyio.create_task_group() as tasks:
                 tasks.start_soon(self._ack_every_second, link)
@@ -150,25 +155,25 @@ class Follower:
                 tasks.cancel_scope.cancel()
 
     async def _handshake(self, link: _Link) -> None:
-        config = self.server.config
+        config = self.node.config
         password, user = str(config["masterauth"]), str(config["masteruser"])
         if password:
             await link.call("AUTH", *([user] if user else []), password)
-        port = int(config["replica-announce-port"]) or self.server.tcp_port  # type: ignore[call-overload]
+        port = int(config["replica-announce-port"]) or self.node.tcp_port  # type: ignore[call-overload]
         await link.call("REPLCONF", "listening-port", port)
         announce = str(config["replica-announce-ip"])
         if announce:
             await link.call("REPLCONF", "ip-address", announce)
         await link.call("REPLCONF", "capa", "narad")
         self.state = "sync"
-        keyspace = self.server.keyspace
+        keyspace = self.node.keyspace
         while True:
             journal = keyspace.journal
             epochs = journal.log.epochs
             last_epoch = epochs[-1][0] if epochs else 0
             # The epoch promised to a failover, if any, refuses (and fences) a leader
             # below it.
-            promised = self.server.replication.promised
+            promised = self.promised()
             reply = await link.call(
                 "PSYNC", journal.history, journal.position, last_epoch, promised
             )
@@ -201,7 +206,7 @@ class Follower:
                     "event=truncating leader=%s from=%d to=%d (commits the leader's history "
                     "lacks)", self.address, journal.position, position,
                 )
-                self.server.reopen_keyspace(truncate_to=position)
+                self.node.reopen_keyspace(truncate_to=position)
                 continue
             raise LinkError(f"the leader refused to sync: {reply}")
 
@@ -225,7 +230,7 @@ class Follower:
                     position, *pairs = [int(word) for word in message[1:]]
                     epochs = list(zip(pairs[::2], pairs[1::2], strict=True))
                     await copy.finish(position, epochs)
-                    self.server.reopen_keyspace()  # on the copy, now complete
+                    self.node.reopen_keyspace()  # on the copy, now complete
                     self.copy = None
                     self.state = "connected"
                     link.send_now(self._ack())
@@ -243,7 +248,7 @@ class Follower:
         """Take one `journal` message: its records go to `whole` once their commit is
         whole (a commit in several records waits in `_parts` for its last one)."""
         taken = self._parts or whole  # records taken, not yet in the journal
-        journal = self.server.keyspace.journal
+        journal = self.node.keyspace.journal
         expected = taken[-1][1][-1].offset + 1 if taken else journal.position
         if first != expected:
             raise LinkError(f"the leader sent position {first}, this node expected {expected}")
@@ -264,17 +269,17 @@ class Follower:
         holds a commit (the logs and the state are rebuilt from the journal after a
         crash), and nothing else runs in between: a checkpoint, a read or a promotion
         must never find the journal ahead of the logs."""
-        keyspace = self.server.keyspace
+        keyspace = self.node.keyspace
         keyspace.journal.append_followed(whole)
         link.send_now(self._ack())
         apply_appended(keyspace, whole)
         self.leader_position = max(self.leader_position, keyspace.journal.position)
-        self.server.barrier.schedule()  # wake readers, checkpoint when due
+        self.node.barrier.schedule()  # wake readers, checkpoint when due
 
     def _ack(self) -> bytes:
         if self.copy is not None:
             return wire.ack(0, 0)  # alive, holding nothing of the leader's history yet
-        journal = self.server.keyspace.journal
+        journal = self.node.keyspace.journal
         position = journal.position
         return wire.ack(position, min(position, journal.log.durable_end))
 

@@ -8,7 +8,7 @@ records start .. end-1, read from the files a chunk at a time while the replica'
 socket has room (narad/replication/leader.py pumps it), then where the journal's
 epochs began, and then the journal from P as to any replica. While a copy is read,
 checkpoints delete no log segment and no deleted stream's folder, and keep the
-journal from P (Checkpointer's `held`), so every record the copy names stays
+journal from P (Checkpointer's `kept`), so every record the copy names stays
 readable, below a start moved since included.
 
 Replica (`CopyIn`): the records arrive CRC-checked (`format.scan`) and go, byte for

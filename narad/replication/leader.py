@@ -19,7 +19,7 @@ Each replica acknowledges the position it holds, as its fsync policy holds a com
 (REPLCONF ACK; FACK is its fsynced position). A commit is *committed* once this node
 and `min-replicas-to-ack` replicas hold it: the quorum position is the N-th highest
 acknowledged position, and the commit barrier releases the replies sealed at or
-below it (narad/barrier.py). Replies still held after `min-replicas-timeout` answer
+below it (narad/barrier.py). Replies still sealed after `min-replicas-timeout` answer
 NOREPL instead: not acknowledged, they may or may not survive.
 
 Owned by the event loop thread.
@@ -27,18 +27,19 @@ Owned by the event loop thread.
 
 from __future__ import annotations
 
+import asyncio
 import logging
 import time
+from collections.abc import Callable
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Protocol
 
 from narad.replication import wire
 from narad.replication.fullcopy import CopyOut
 from narad.replication.wire import LinkError
 
 if TYPE_CHECKING:
-    from narad.client import Client
-    from narad.server import Server
+    from narad.replication.host import Host
 
 logger = logging.getLogger("narad.replication")
 
@@ -53,9 +54,21 @@ NOREPL = (
 )
 
 
+class Peer(Protocol):
+    """A connection that is, or is becoming, a replica of this node."""
+
+    transport: asyncio.Transport | None
+    replica_link: ReplicaLink | None
+
+    def write(self, data: bytes | bytearray) -> None:
+        """Write to the socket now."""
+
+    def close(self) -> None: ...
+
+
 @dataclass(eq=False)
 class ReplicaLink:
-    client: Client
+    peer: Peer
     ip: str  # as the replica announced it, or its peer address
     port: int  # its listening port, as announced
     sent: int  # the position up to which the journal was sent
@@ -74,54 +87,63 @@ class ReplicaLink:
 
 
 class Leader:
-    def __init__(self, server: Server) -> None:
-        self.server = server
-        self.links: dict[Client, ReplicaLink] = {}
+    def __init__(
+        self,
+        node: Host,
+        links_changed: Callable[[], None] = lambda: None,
+        acks_changed: Callable[[], None] = lambda: None,
+    ) -> None:
+        self.node = node
+        # What the replication role does when a replica comes or goes (what writes
+        # meet changes) and when a replica acks (WAIT may be answered).
+        self.links_changed = links_changed
+        self.acks_changed = acks_changed
+        self.links: dict[Peer, ReplicaLink] = {}
 
     @property
     def quorum(self) -> int:
-        value: int = self.server.config["min-replicas-to-ack"]  # type: ignore[assignment]
+        value: int = self.node.config["min-replicas-to-ack"]  # type: ignore[assignment]
         return value
 
     # -- links --------------------------------------------------------------------------
 
     def attach(
-        self, client: Client, position: int, ip: str, port: int, copy: CopyOut | None = None
+        self, peer: Peer, position: int, ip: str, port: int, copy: CopyOut | None = None
     ) -> ReplicaLink:
         """`client` follows this journal from `position`, which it holds already, or
         which `copy` brings it."""
         held = 0 if copy is not None else position
-        link = ReplicaLink(client, ip, port, sent=position, acked=held, fsynced=held, copy=copy)
-        self.links[client] = link
-        client.replica_link = link
-        if client.transport is not None:
-            client.transport.set_write_buffer_limits(high=WRITE_BUFFER_HIGH)
+        link = ReplicaLink(peer, ip, port, sent=position, acked=held, fsynced=held, copy=copy)
+        self.links[peer] = link
+        peer.replica_link = link
+        if peer.transport is not None:
+            peer.transport.set_write_buffer_limits(high=WRITE_BUFFER_HIGH)
         logger.info("event=replica_attached replica=%s position=%d", link.name, position)
-        self.server.replication.update_refusal()
+        self.links_changed()
         self.pump(link)
         return link
 
-    def detach(self, client: Client) -> None:
-        link = self.links.pop(client, None)
+    def detach(self, peer: Peer) -> None:
+        link = self.links.pop(peer, None)
         if link is None:
             return
-        client.replica_link = None
+        peer.replica_link = None
         logger.info("event=replica_detached replica=%s acked=%d", link.name, link.acked)
-        self.server.replication.update_refusal()
+        self.links_changed()
 
     def drop_all(self) -> None:
         """Close every replica's link (this node stops leading)."""
-        for client in list(self.links):
-            self.detach(client)
-            client.close()
+        for peer in list(self.links):
+            self.detach(peer)
+            peer.close()
 
     # -- sending --------------------------------------------------------------------------
 
     def pump(self, link: ReplicaLink) -> None:
         """Send `link` the journal from its position up to the last commit, while its
         socket takes it."""
-        journal = self.server.keyspace.journal
-        transport = link.client.transport
+        journal = self.node.keyspace.journal
+        transport = link.peer.transport
         if transport is None or transport.is_closing():
             return
         if link.copy is not None:
@@ -130,7 +152,7 @@ class Leader:
                     return
             except LinkError as exc:
                 logger.error("event=full_copy_failed replica=%s reason=%s", link.name, exc)
-                link.client.close()
+                link.peer.close()
                 return
             link.copy = None
         while not link.paused and link.sent < journal.position:
@@ -139,7 +161,7 @@ class Leader:
             first, frames = journal.tail
             if link.sent == first and first + journal.tail_records == journal.position:
                 count = journal.tail_records
-            else:  # checkpoints keep the journal from here (`held`)
+            else:  # checkpoints keep the journal from here (`kept`)
                 count, frames = journal.log.read_frames(link.sent, CHUNK_BYTES)  # type: ignore[assignment]
                 if not count:
                     return
@@ -154,8 +176,8 @@ class Leader:
         link.paused = False
         self.pump(link)
 
-    def held(self) -> tuple[int | None, bool]:
-        """What the replicas still read (Checkpointer's `held`): the journal from the
+    def kept(self) -> tuple[int | None, bool]:
+        """What the replicas still read (Checkpointer's `kept`): the journal from the
         oldest position still to send, and whether a full copy reads the logs."""
         if not self.links:
             return None, False
@@ -164,22 +186,22 @@ class Leader:
 
     def drop_silent(self) -> None:
         """Close the links of replicas that sent no ack for `repl-timeout` seconds."""
-        timeout = int(self.server.config["repl-timeout"])  # type: ignore[call-overload]
+        timeout = int(self.node.config["repl-timeout"])  # type: ignore[call-overload]
         now = time.monotonic()
         for link in [link for link in self.links.values() if now - link.last_ack_s > timeout]:
             logger.warning(
                 "event=replica_timed_out replica=%s seconds_silent=%d acked=%d",
                 link.name, now - link.last_ack_s, link.acked,
             )
-            link.client.close()
+            link.peer.close()
 
     def ping(self) -> None:
         """Tell every replica the position and epoch (what a replica reports as the
         leader's offset, and how it knows the link lives while nothing commits)."""
-        journal = self.server.keyspace.journal
+        journal = self.node.keyspace.journal
         message = wire.ping(journal.position, journal.epoch)
         for link in self.links.values():
-            transport = link.client.transport
+            transport = link.peer.transport
             if transport is not None and not transport.is_closing() and not link.paused:
                 transport.write(message)
 
@@ -191,13 +213,13 @@ class Leader:
             return  # the replica holds nothing of this history yet
         link.acked = max(link.acked, min(position, link.sent))
         link.fsynced = max(link.fsynced, min(fsynced, link.acked))
-        self.server.barrier.release(self.quorum_position())
-        self.server.replication.acks_changed()
+        self.node.barrier.release(self.quorum_position())
+        self.acks_changed()
 
     def quorum_position(self) -> int:
         """The position held here and by `min-replicas-to-ack` replicas: committed."""
-        journal = self.server.keyspace.journal
-        need = self.quorum if self.server.keyspace.leads else 0  # a replica waits on none
+        journal = self.node.keyspace.journal
+        need = self.quorum if self.node.keyspace.leads else 0  # a replica waits on none
         if need == 0:
             return journal.position
         acked = sorted((link.acked for link in self.links.values()), reverse=True)
@@ -215,19 +237,19 @@ class Leader:
     def good_replicas(self) -> int:
         """Replicas that count for min-replicas-to-ack: their last ack at most
         `min-replicas-max-lag` seconds old (0: any connected replica)."""
-        lag = int(self.server.config["min-replicas-max-lag"])  # type: ignore[call-overload]
+        lag = int(self.node.config["min-replicas-max-lag"])  # type: ignore[call-overload]
         now = time.monotonic()
         return sum(
             1 for link in self.links.values()
             if link.copy is None and (not lag or now - link.last_ack_s <= lag)
         )
 
-    def expire_held(self) -> None:
-        """Replies held longer than `min-replicas-timeout` answer NOREPL."""
-        timeout_ms = int(self.server.config["min-replicas-timeout"])  # type: ignore[call-overload]
-        refused = self.server.barrier.refuse_held(time.monotonic() - timeout_ms / 1000, NOREPL)
+    def expire_sealed(self) -> None:
+        """Replies sealed longer than `min-replicas-timeout` answer NOREPL."""
+        timeout_ms = int(self.node.config["min-replicas-timeout"])  # type: ignore[call-overload]
+        refused = self.node.barrier.refuse_sealed(time.monotonic() - timeout_ms / 1000, NOREPL)
         if refused:
             logger.warning(
                 "event=norepl replies=%d quorum=%d acked_position=%d position=%d",
-                refused, self.quorum, self.quorum_position(), self.server.keyspace.journal.position,
+                refused, self.quorum, self.quorum_position(), self.node.keyspace.journal.position,
             )

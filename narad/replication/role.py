@@ -45,8 +45,8 @@ from narad.replication.follower import Follower
 from narad.replication.leader import Leader
 
 if TYPE_CHECKING:
-    from narad.client import Client
-    from narad.server import Server
+    from narad.replication.host import Host
+    from narad.replication.leader import Peer
 
 logger = logging.getLogger("narad.replication")
 
@@ -61,9 +61,9 @@ FENCE_FILE = "fence"  # in the data dir: the highest epoch promised to a failove
 
 
 class Replication:
-    def __init__(self, server: Server) -> None:
-        self.server = server
-        self.leader = Leader(server)
+    def __init__(self, node: Host) -> None:
+        self.node = node
+        self.leader = Leader(node, self.update_refusal, self.acks_changed)
         self.follower: Follower | None = None
         self._tick_handle: asyncio.TimerHandle | None = None
         self._last_ping_s = 0.0
@@ -76,8 +76,8 @@ class Replication:
         self.promised = 0
         # FENCE ... DRAIN on a leader: writes are refused while its replicas catch up.
         self.draining = False
-        server.config.on_change("min-replicas-to-ack", self._quorum_changed)
-        server.config.on_change("repl-backlog-size", self._backlog_changed)
+        node.config.on_change("min-replicas-to-ack", self._quorum_changed)
+        node.config.on_change("repl-backlog-size", self._backlog_changed)
 
     @property
     def is_replica(self) -> bool:
@@ -85,15 +85,15 @@ class Replication:
 
     def start(self) -> None:
         """Take the role the config says (the keyspace is open, the server listens)."""
-        server = self.server
-        server.barrier.released_at_commit = self.leader.released_at_commit
-        server.keyspace.held_for_replicas = self.leader.held
-        server.keyspace.journal.written = self.leader.pump_all
+        node = self.node
+        node.barrier.released_at_commit = self.leader.released_at_commit
+        node.keyspace.kept_for_replicas = self.leader.kept
+        node.keyspace.journal.written = self.leader.pump_all
         lines = checkpoint.read(self._fence_file)
         self.promised = int(lines[0]) if lines else 0
-        if self.promised > server.keyspace.journal.epoch:
-            server.keyspace.leads = False  # promised a failover: not leading
-        target = replica_of(server.config["replicaof"]) or self._remembered()
+        if self.promised > node.keyspace.journal.epoch:
+            node.keyspace.leads = False  # promised a failover: not leading
+        target = replica_of(node.config["replicaof"]) or self._remembered()
         if target is not None:
             self._follow(*target)
         self.update_refusal()
@@ -108,7 +108,7 @@ class Replication:
 
     # -- REPLICAOF ------------------------------------------------------------------------
 
-    def replicaof(self, host: str, port: int, caller: Client | None) -> str:
+    def replicaof(self, host: str, port: int, caller: Peer | None) -> str:
         """Follow the leader at host:port; the reply's text."""
         follower = self.follower
         if follower is not None and follower.host.lower() == host.lower() and follower.port == port:
@@ -122,11 +122,11 @@ class Replication:
 
     @property
     def _role_file(self) -> Path:
-        return self.server.keyspace.root / ROLE_FILE
+        return self.node.keyspace.root / ROLE_FILE
 
     @property
     def _fence_file(self) -> Path:
-        return self.server.keyspace.root / FENCE_FILE
+        return self.node.keyspace.root / FENCE_FILE
 
     def _remembered(self) -> tuple[str, int] | None:
         """The leader this data dir followed when its server stopped, if any."""
@@ -146,19 +146,19 @@ class Replication:
         self.fenced_by = epoch
         logger.error(
             "event=fenced epoch_seen=%d own_epoch=%d: a newer leader exists; writes are "
-            "refused until REPLICAOF", epoch, self.server.keyspace.journal.epoch,
+            "refused until REPLICAOF", epoch, self.node.keyspace.journal.epoch,
         )
-        self.server.keyspace.leads = False
+        self.node.keyspace.leads = False
         self._step_down(None)
         self.update_refusal()
 
     # -- a sentinel's failover (FENCE, PROMOTE) ------------------------------------------
 
-    def promise(self, epoch: int, drain: bool, caller: Client) -> dict[bytes, object]:
+    def promise(self, epoch: int, drain: bool, caller: Peer) -> dict[bytes, object]:
         """FENCE: take no commit of a leader below `epoch` from now on (durably), and
         answer what this node's journal holds, for the failover to pick the node
         that holds every committed write."""
-        journal = self.server.keyspace.journal
+        journal = self.node.keyspace.journal
         if epoch <= max(self.promised, journal.epoch):
             raise CommandError(
                 f"epoch {epoch} is not above this node's epoch {journal.epoch} and "
@@ -169,18 +169,20 @@ class Replication:
         follower = self.follower
         if follower is not None:  # nothing more from the old link: ask again, promising
             follower.stop()
-            self.follower = Follower(self.server, follower.host, follower.port)
+            self.follower = Follower(
+                self.node, follower.host, follower.port, lambda: self.promised
+            )
             self.follower.start()
         elif drain:
             self.draining = True
-            self.server.keyspace.leads = False
+            self.node.keyspace.leads = False
             if journal.pending:
-                self.server.barrier.commit_now()
+                self.node.barrier.commit_now()
             self.update_refusal()
             logger.warning("event=draining epoch=%d position=%d", epoch, journal.position)
         else:
             logger.warning("event=fenced epoch_promised=%d own_epoch=%d", epoch, journal.epoch)
-            self.server.keyspace.leads = False
+            self.node.keyspace.leads = False
             self._step_down(caller)
             self.update_refusal()
         epochs = journal.log.epochs
@@ -206,10 +208,10 @@ class Replication:
     def _follow(self, host: str, port: int) -> None:
         self.fenced_by = 0
         self.draining = False
-        self.server.keyspace.leads = False
+        self.node.keyspace.leads = False
         checkpoint.write(self._role_file, [f"{host} {port}"])
-        self.server.config.put("replicaof", f"{host} {port}")
-        self.follower = Follower(self.server, host, port)
+        self.node.config.put("replicaof", f"{host} {port}")
+        self.follower = Follower(self.node, host, port, lambda: self.promised)
         self.follower.start()
         self.update_refusal()
         logger.warning("event=following leader=%s:%d", host, port)
@@ -217,7 +219,7 @@ class Replication:
     def no_one(self, epoch: int = 0) -> None:
         """Stop following and lead, in `epoch` (PROMOTE) or else in an epoch above
         every one seen and promised."""
-        journal = self.server.keyspace.journal
+        journal = self.node.keyspace.journal
         follower = self.follower
         # Fenced by a replica's promise of the very epoch this node promised too: that
         # is this failover's, not a newer leader's.
@@ -232,42 +234,40 @@ class Replication:
             follower.stop()
         self.fenced_by = 0
         self.draining = False
-        server = self.server
-        server.config.put("replicaof", "no one")
+        node = self.node
+        node.config.put("replicaof", "no one")
         journal.written = self.leader.pump_all  # a journal reopened since start has none
         epoch = epoch or max(seen, self.promised) + 1
         journal.begin_epoch(epoch)
         with contextlib.suppress(FileNotFoundError):
             self._role_file.unlink()
-        server.keyspace.leads = True
-        server.queues.opened()
-        server.barrier.schedule()  # the epoch's first commit
+        node.keyspace.leads = True
+        node.queues.opened()
+        node.barrier.schedule()  # the epoch's first commit
         self.update_refusal()
         logger.warning("event=promoted epoch=%d position=%d", epoch, journal.position)
 
-    def _step_down(self, caller: Client | None) -> None:
+    def _step_down(self, caller: Peer | None) -> None:
         """This leader stops leading: nothing more is acknowledged as its own."""
-        server = self.server
+        node = self.node
         self.leader.drop_all()
-        closed = server.barrier.drop_held()
-        for client in list(server.clients.values()):
-            if client is not caller:
-                client.close()
+        dropped = node.barrier.drop_sealed()
+        closed = node.close_sessions(but=caller)
         logger.warning("event=stepped_down clients_closed=%d held_replies_dropped=%d",
-                       len(server.clients) - (caller is not None), closed)
+                       closed, dropped)
 
     # -- what writes meet ---------------------------------------------------------------
 
     def update_refusal(self) -> None:
         """What the dispatcher answers a write with, before running it, if anything."""
-        dispatch = self.server.dispatch
+        node = self.node
         quorum = self.leader.quorum
         if self.follower is not None or self._refuses_writes():
-            dispatch.refusal = READONLY
+            node.refusal = READONLY
         elif quorum and self.leader.good_replicas() < quorum:
-            dispatch.refusal = NOREPLICAS
+            node.refusal = NOREPLICAS
         else:
-            dispatch.refusal = None
+            node.refusal = None
 
     @property
     def fenced(self) -> bool:
@@ -279,33 +279,34 @@ class Replication:
     def _refuses_writes(self) -> bool:
         """A leader that may not take writes: fenced by a newer leader, draining, or
         holding a promise to a failover above its epoch."""
-        journal = self.server.keyspace.journal
+        journal = self.node.keyspace.journal
         return bool(self.fenced_by or self.draining or self.promised > journal.epoch)
 
     def _quorum_changed(self, value: object) -> None:
-        self.server.barrier.release(self.leader.quorum_position())
+        self.node.barrier.release(self.leader.quorum_position())
         self.update_refusal()
 
     def _backlog_changed(self, value: object) -> None:
-        checkpointer = self.server.keyspace.checkpointer
+        checkpointer = self.node.keyspace.checkpointer
         if checkpointer is not None:
             checkpointer.backlog_bytes = value  # type: ignore[assignment]
 
     def acks_changed(self) -> None:
-        if ACKS_KEY in self.server.waiters:
-            self.server.signal_key(*ACKS_KEY)
+        keys = self.node.keys
+        if ACKS_KEY in keys.waiters:
+            keys.wake(*ACKS_KEY)
 
     def _tick(self) -> None:
-        """Every TICK_S: held replies past their timeout, pings, WAIT and WAITAOF."""
+        """Every TICK_S: sealed replies past their timeout, pings, WAIT and WAITAOF."""
         self._tick_handle = asyncio.get_running_loop().call_later(TICK_S, self._tick)
         leader = self.leader
         if self.follower is None:
             if leader.links:
                 leader.drop_silent()
             if leader.quorum:
-                leader.expire_held()
+                leader.expire_sealed()
             now = time.monotonic()
-            period = int(self.server.config["repl-ping-replica-period"])  # type: ignore[call-overload]
+            period = int(self.node.config["repl-ping-replica-period"])  # type: ignore[call-overload]
             if leader.links and now - self._last_ping_s >= period:
                 self._last_ping_s = now
                 leader.ping()

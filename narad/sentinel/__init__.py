@@ -11,5 +11,7 @@ The modules:
 - watch.py: the links to data nodes and other sentinels, and discovery;
 - failover.py: election, fencing, promotion, reconfiguration;
 - link.py: one request-at-a-time RESP client link;
-- commands.py, serve.py: the commands answered, the client connections, the process.
+- connection.py: a client connection (requests, replies, subscriptions);
+- commands.py: the commands answered;
+- serve.py: the process, which wires the parts together.
 """

@@ -1,7 +1,7 @@
 """The commands a sentinel answers, with Redis Sentinel 7.0's replies and error texts:
 SENTINEL and its subcommands, PING, INFO, ROLE, HELLO, AUTH, CLIENT, PUBLISH (hello
 messages only), SHUTDOWN, COMMAND, QUIT, RESET. (P)SUBSCRIBE and (P)UNSUBSCRIBE are
-the connection's own (narad/sentinel/serve.py).
+the connection's own (narad/sentinel/connection.py), which runs the rest from COMMANDS.
 
 A handler takes the connection and the arguments (args[0] is the command's name)
 and returns the reply value, or raises CommandError; nothing it refuses changes
@@ -14,23 +14,17 @@ import logging
 import os
 import resource
 import time
-from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
-from narad.commands.connection import (
-    HELLO_NOAUTH,
-    REDIS_VERSION,
-    parse_hello,
-    validate_name,
-)
-from narad.config.glob import glob_match
+from narad.commands import handshake
+from narad.commands.handshake import REDIS_VERSION, validate_name
 from narad.errors import (
-    WRONGPASS,
     CommandError,
     not_integer,
-    unknown_command,
     unknown_subcommand,
 )
+from narad.glob import match_text
+from narad.process import log_level
 from narad.resp import NULL_ARRAY, SimpleString
 from narad.sentinel import config as sentinel_config
 from narad.sentinel import failover
@@ -38,10 +32,9 @@ from narad.sentinel.config import MasterConfig
 from narad.sentinel.state import Group, master_entry, replica_entry, sentinel_entry
 
 if TYPE_CHECKING:
-    from narad.sentinel.serve import Connection
+    from narad.sentinel.connection import Connection, Handler
 
 OK = SimpleString("OK")
-Handler = Callable[["Connection", list[bytes]], Any]
 
 NO_SUCH_MASTER = "No such master with that name"
 
@@ -170,7 +163,7 @@ def _is_master_down(conn: Connection, args: list[bytes]) -> Any:
 def _reset(conn: Connection, args: list[bytes]) -> Any:
     pattern = args[2].decode("utf-8", "replace")
     sentinel = conn.sentinel
-    matched = [g for name, g in sentinel.groups.items() if glob_match(pattern, name)]
+    matched = [g for name, g in sentinel.groups.items() if match_text(pattern, name)]
     for group in matched:
         sentinel.reset(group)
     return len(matched)
@@ -308,9 +301,7 @@ def _config(conn: Connection, args: list[bytes]) -> Any:
             )
         except ValueError as exc:
             raise CommandError(str(exc)) from None
-        from narad.serve import LOG_LEVELS
-
-        logging.getLogger("narad").setLevel(LOG_LEVELS.get(config.loglevel, logging.WARNING))
+        logging.getLogger("narad").setLevel(log_level(config.loglevel))
         conn.sentinel.persist()
         return OK
     raise CommandError(
@@ -507,10 +498,6 @@ def command(conn: Connection, args: list[bytes]) -> Any:
     return []  # no command table: redis-cli then offers no hints
 
 
-def unknown(name: bytes, args: list[bytes]) -> CommandError:
-    return unknown_command(name, args[1:])
-
-
 def shutdown(conn: Connection, args: list[bytes]) -> Any:
     conn.sentinel.persist()
     conn.sentinel.stop()
@@ -522,42 +509,16 @@ def quit_(conn: Connection, args: list[bytes]) -> Any:
     return OK
 
 
-def _check_password(conn: Connection, user: bytes, password: bytes) -> None:
-    import hmac
-
-    required = (conn.sentinel.config.requirepass or "").encode()
-    if user != b"default" or (required and not hmac.compare_digest(password, required)):
-        raise WRONGPASS
-
-
 def auth(conn: Connection, args: list[bytes]) -> Any:
     if len(args) not in (2, 3):
         raise CommandError("wrong number of arguments for 'auth' command")
-    if len(args) == 2 and not conn.sentinel.config.requirepass:
-        raise CommandError(
-            "AUTH <password> called without any password configured for the default "
-            "user. Are you sure your configuration is correct?"
-        )
-    user = args[1] if len(args) == 3 else b"default"
-    _check_password(conn, user, args[-1])
-    conn.authenticated = True
+    handshake.auth(conn, args, conn.sentinel.config.requirepass or "")
     return OK
 
 
 def hello(conn: Connection, args: list[bytes]) -> Any:
-    protocol, auth, name = parse_hello(args, conn.protocol)
-    if auth is not None:
-        _check_password(conn, *auth)
-        conn.authenticated = True
-    if not conn.authenticated:
-        raise HELLO_NOAUTH
-    if name is not None:
-        conn.name = name.decode()
-    conn.protocol = protocol
-    return {
-        "server": "redis", "version": REDIS_VERSION, "proto": protocol, "id": conn.id,
-        "mode": "sentinel", "role": "master", "modules": [],
-    }
+    required = conn.sentinel.config.requirepass or ""
+    return handshake.hello(conn, args, required, "sentinel", "master")
 
 
 def client(conn: Connection, args: list[bytes]) -> Any:

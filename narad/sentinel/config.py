@@ -28,9 +28,9 @@ from pathlib import Path
 from typing import NamedTuple
 
 from narad.config import ConfigError
-from narad.config.glob import glob_match
 from narad.config.lexer import bare_or_quoted, split_args
 from narad.config.rewrite import read_lines, replace_file
+from narad.glob import match_text
 
 __all__ = ["ConfigError", "MasterConfig", "SentinelConfig", "load", "render", "rewrite"]
 
@@ -469,7 +469,7 @@ def config_get(config: SentinelConfig, pattern: str) -> list[tuple[str, str]]:
     """SENTINEL CONFIG GET <pattern>: the parameters matching, with their values."""
     out = []
     for name, (attr, kind) in _CONFIG.items():
-        if glob_match(pattern, name):
+        if match_text(pattern, name):
             value = getattr(config, attr)
             shown = _yes(value) if kind == "bool" else "" if value is None else str(value)
             out.append((name, shown))

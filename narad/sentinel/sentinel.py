@@ -3,8 +3,10 @@ its events, and the once-every-TICK_S check that marks nodes and peers down, agr
 that a leader is down, starts a failover, and points stray nodes at the leader.
 
 The I/O runs in tasks of its own (narad/sentinel/watch.py for the links,
-narad/sentinel/failover.py for a failover); everything here is synchronous and runs
-on the event loop thread, so no state is ever seen half changed.
+narad/sentinel/failover.py for a failover), which narad/sentinel/serve.py hands the
+sentinel as it makes it (Watch, StartFailover): they use the sentinel, so it does not
+import them. Everything here is synchronous and runs on the event loop thread, so no
+state is ever seen half changed.
 
 The contracts (docs/failover.md):
 - A node is subjectively down (`s_down`) after `down-after-milliseconds` without a
@@ -25,18 +27,15 @@ import random
 import secrets
 import time
 from collections.abc import Awaitable, Callable
-from typing import TYPE_CHECKING
+from typing import Protocol
 
 import anyio
 import anyio.abc
 
 from narad.sentinel import config as sentinel_config
 from narad.sentinel.config import MasterConfig, SentinelConfig
-from narad.sentinel.link import Link
+from narad.sentinel.link import Link, LinkDown, Refused
 from narad.sentinel.state import Group, Node, Peer, address
-
-if TYPE_CHECKING:
-    from narad.sentinel.serve import Connection
 
 logger = logging.getLogger("narad.sentinel")
 
@@ -49,16 +48,50 @@ HELLO_CHANNEL = b"__sentinel__:hello"
 RECONFIGURE_EVERY_S = 1.0  # a stray node is told REPLICAOF at most this often
 
 
+class Client(Protocol):
+    """A client connection as the sentinel sees it (narad/sentinel/connection.py)."""
+
+    def publish(self, channel: bytes, payload: bytes) -> None:
+        """An event: sent if the client subscribed to it."""
+
+    def describe(self) -> str:
+        """The client's line in CLIENT LIST."""
+
+
+class Watch(Protocol):
+    """The loop of requests on the link to a data node or another sentinel, run as a
+    task until cancelled (narad/sentinel/watch.py's `run`)."""
+
+    def __call__(self, sentinel: Sentinel, group: Group, item: Node | Peer) -> Awaitable[None]:
+        ...
+
+
+class StartFailover(Protocol):
+    """Begin a failover of `group` in a new epoch, as a task of the sentinel
+    (narad/sentinel/failover.py's `start`)."""
+
+    def __call__(self, sentinel: Sentinel, group: Group, forced: bool) -> None:
+        ...
+
+
 class Sentinel:
-    def __init__(self, config: SentinelConfig, stop: Callable[[], None]) -> None:
+    def __init__(
+        self,
+        config: SentinelConfig,
+        stop: Callable[[], None],
+        watch: Watch,
+        start_failover: StartFailover,
+    ) -> None:
         self.config = config
         self.stop = stop  # SHUTDOWN
+        self._watch_link = watch
+        self._start_failover = start_failover
         if config.myid is None:
             config.myid = secrets.token_hex(20)
             self.persist()
         self.my_id: str = config.myid
         self.groups: dict[str, Group] = {}
-        self.connections: set[Connection] = set()
+        self.connections: set[Client] = set()
         self._tasks: anyio.abc.TaskGroup | None = None
         self._watchers: dict[object, anyio.CancelScope] = {}
         self._reconfigured_s: dict[str, float] = {}
@@ -168,8 +201,6 @@ class Sentinel:
     def _watch(self, item: Node | Peer, group: Group) -> None:
         if self._tasks is None:
             return  # started by `run`
-        from narad.sentinel import watch
-
         scope = anyio.CancelScope()
         self._watchers[item] = scope
 
@@ -177,10 +208,7 @@ class Sentinel:
             with scope:
                 while True:  # a bug in one link's loop must not stop the sentinel
                     try:
-                        if isinstance(item, Node):
-                            await watch.node(self, group, item)
-                        else:
-                            await watch.peer(self, group, item)
+                        await self._watch_link(self, group, item)
                     except Exception:
                         logger.exception("event=watch_failed instance=%s", item.name)
                         await anyio.sleep(1.0)
@@ -393,9 +421,7 @@ class Sentinel:
             return
         if now - group.failover_start_s < 2 * group.failover_timeout_s:
             return
-        from narad.sentinel import failover
-
-        failover.start(self, group, forced=False)
+        self._start_failover(self, group, forced=False)
 
     def _reconfigure_strays(self, group: Group, now: float) -> None:
         """Follow a node that leads a newer epoch than the leader this sentinel knows
@@ -444,8 +470,6 @@ class Sentinel:
 
 
 async def _send_replicaof(node: Node, host: str, port: int) -> None:
-    from narad.sentinel.link import LinkDown, Refused
-
     try:
         await node.link.call("REPLICAOF", host, port, timeout_s=1.0)
     except (LinkDown, Refused) as exc:

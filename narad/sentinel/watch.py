@@ -40,6 +40,15 @@ def _busy(group: Group) -> bool:
     return group.failover is not None or leader is None or bool(leader.sdown_since_s)
 
 
+async def run(sentinel: Sentinel, group: Group, item: Node | Peer) -> None:
+    """The loop on the link to `item`, a data node or another sentinel, until cancelled
+    (the sentinel runs it as a task: narad/sentinel/sentinel.py's Watch)."""
+    if isinstance(item, Node):
+        await node(sentinel, group, item)
+    else:
+        await peer(sentinel, group, item)
+
+
 async def node(sentinel: Sentinel, group: Group, node: Node) -> None:
     next_hello = 0.0
     while True:

@@ -10,7 +10,7 @@ import time
 from collections.abc import Iterable
 
 from narad._speedups import load
-from narad.errors import invalid_stream_id
+from narad.errors import IDS_EXHAUSTED, invalid_stream_id
 
 U64_MAX = (1 << 64) - 1
 ID_MAX = (U64_MAX << 64) | U64_MAX
@@ -107,6 +107,13 @@ def next_after(sid: int) -> int | None:
     return None if sid == ID_MAX else sid + 1
 
 
+class IdsExhausted(ValueError):
+    """The stream's last ID leaves no room for the entries to add."""
+
+    def __init__(self) -> None:
+        super().__init__(IDS_EXHAUSTED)
+
+
 def next_auto(last: int, now_ms: int | None = None) -> int | None:
     """The ID `*` gives after `last`: the current millisecond (`now_ms`, else the
     clock's) with sequence 0, or `last` + 1 within the same (or a later)
@@ -141,3 +148,14 @@ if _twin is not None:
     parse_all_strict = _twin.parse_all_strict
     pack_all = _twin.pack_all
     unpack_all = _twin.unpack_all
+
+
+# -- in ops: an ID as 16 bytes, big-endian (docs/log-format.md) ---------------------
+
+
+def pack_id(sid: int) -> bytes:
+    return sid.to_bytes(16, "big")
+
+
+def unpack_id(raw: bytes) -> int:
+    return int.from_bytes(raw, "big")

@@ -22,12 +22,13 @@ from __future__ import annotations
 
 from collections.abc import Callable
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
-if TYPE_CHECKING:
-    from narad.streams.stream import Stream
-
-OpHandler = Callable[["Stream", list[Any]], None]
+# A handler's first argument is the stream (narad/streams/stream.py's Stream), which
+# applies ops through this registry: typed `Any` here so that this module, below the
+# stream, never imports it. Each handler declares `stream: Stream` itself.
+Stream = Any
+OpHandler = Callable[[Stream, list[Any]], None]
 
 
 def op_table() -> tuple[dict[str, OpHandler], Callable[[str], Callable[[OpHandler], OpHandler]]]:
@@ -54,7 +55,7 @@ class Machine:
     snapshot: Callable[[Stream], Any] | None = None
     restore: Callable[[Stream, Any], None] | None = None
     # After a replay: forget what the data log lost (an unacknowledged tail).
-    settle: Callable[[Stream], None] | None = None
+    forget_lost_tail: Callable[[Stream], None] | None = None
     # After `narad check --repair` cut the state log: the op to append, if any.
     after_repair: Callable[[Stream], list[Any] | None] | None = None
 

@@ -18,7 +18,8 @@ state log.
   its handler refuses) becomes the stream's `fault` and ends the replay there, since
   later ops may depend on it. The state is then unknown; the keyspace keeps the stream
   out of reach (narad/keyspace.py) and nothing writes to it until it is deleted or
-  `narad check --repair` truncates the state log at that op (`repair_states`).
+  `narad check --repair` truncates the state log at that op (narad/repair.py's
+  `repair_states`).
 
 In memory a stream keeps only its counters, the offsets of deleted entries still in
 range, and its consumer groups; payloads stay on disk.
@@ -37,14 +38,13 @@ from typing import TYPE_CHECKING, Any, Protocol
 import msgpack
 
 from narad.log import FLAG_ENTRY, Log, LogConfig, decode_fields, encode_fields
-from narad.log.check import Kind, Problem, folder_records
 from narad.schema.keyspace import Fault
 from narad.streams import ids
+from narad.streams.ids import pack_id, unpack_id
 from narad.streams.machines import Machine, Machines, op_table
 
 if TYPE_CHECKING:
-    from narad.queues.queue import Queue
-    from narad.streams.groups import Group
+    from narad.streams.pel import Group
 
 logger = logging.getLogger("narad.streams")
 
@@ -96,14 +96,6 @@ def log_records(log: Log) -> Iterator[tuple[int, bytes]]:
         offset = batch[-1].offset + 1
 
 
-def pack_id(sid: int) -> bytes:
-    return sid.to_bytes(16, "big")
-
-
-def unpack_id(raw: bytes) -> int:
-    return int.from_bytes(raw, "big")
-
-
 class Stream:
     def __init__(
         self,
@@ -138,7 +130,9 @@ class Stream:
         self.entries_added_bias = 0  # entries-added minus data entries ever appended
         self.max_deleted_id = 0
         self.groups: dict[bytes, Group] = {}
-        self.queue: Queue | None = None  # set when the stream is a queue (narad/queues)
+        # Set when the stream is a queue: its narad/queues/queue.py Queue, which refers
+        # back to its stream (typed `Any` here, as this module sits below it).
+        self.queue: Any = None
         self.db = 0  # where the keyspace holds it, kept by the keyspace
         self.key = b""
         self.node_entries = 100  # stream-node-max-entries, for `~` trimming
@@ -201,9 +195,9 @@ class Stream:
 
     def replay(self, records: Iterable[tuple[int, bytes]]) -> int:
         """Apply (offset, payload) state records, oldest first, up to the first that
-        cannot be applied, which becomes `fault`, then settle the state on the data
-        log (`_settle`); how many were applied. An op may apply yet leave values that
-        make the settling raise (a `snap` whose start is not an int): that too is a
+        cannot be applied, which becomes `fault`, then make the state forget what the
+        data log lost (`_forget_lost_tail`); how many were applied. An op may apply yet
+        leave values that make that raise (a `snap` whose start is not an int): that too is a
         fault, at the last applied op's offset, since no later op is to blame."""
         count, last = 0, 0
         for offset, payload in records:
@@ -211,7 +205,7 @@ class Stream:
                 return count
             count, last = count + 1, offset
         try:
-            self._settle()
+            self._forget_lost_tail()
         except Exception as error:
             self._set_fault(last, "settling the replayed state on the data log: ", error)
         return count
@@ -238,7 +232,7 @@ class Stream:
         what = stage + (" ".join(str(error).split()) or type(error).__name__)
         self.fault = StateFault(offset, self.uid, what[:300], state_log_name(self.uid))
 
-    def _settle(self) -> None:
+    def _forget_lost_tail(self) -> None:
         """After replay: the data log may have lost an unacknowledged tail the state
         already saw; the state forgets it."""
         end = self.data.next_offset
@@ -246,8 +240,8 @@ class Stream:
         self.deleted = {o for o in self.deleted if self.start <= o < end}
         self._note_last_id()
         for machine in self.machines.machines:
-            if machine.settle is not None:
-                machine.settle(self)
+            if machine.forget_lost_tail is not None:
+                machine.forget_lost_tail(self)
 
     def snapshot_op(self) -> list[Any]:
         return [
@@ -284,6 +278,24 @@ class Stream:
         self._note(data)
         self.last_id = sid
         return offset
+
+    def add_auto(
+        self, entries: Sequence[Sequence[bytes]], first: int = 0, now_ms: int | None = None
+    ) -> int:
+        """Append one entry per item of `entries` (its fields from index `first` on) with
+        the IDs `*` gives (`ids.next_auto`: the clock's millisecond, `now_ms` when given,
+        with sequence 0 when that is above the last ID, else the last ID + 1), each
+        next one + 1; the first entry's ID. The one way Narad appends auto-ID entries
+        (XADD, Q.PUSH, held-back adds, the server's own appends). All or none: raises
+        IdsExhausted when the last ID leaves no room for them all, and ValueError when
+        an entry is over the log's record limit, with nothing added."""
+        last = self.last_id
+        if last > ids.ID_MAX - len(entries):
+            raise ids.IdsExhausted()
+        sid = ids.next_auto(last, now_ms)
+        assert sid is not None  # room for every entry, checked above
+        self.add_run(sid, entries, first, now_ms)
+        return sid
 
     def add_run(
         self, sid: int, argvs: Sequence[Sequence[bytes]], first: int, now_ms: int | None = None
@@ -500,102 +512,3 @@ def _apply_snapshot(stream: Stream, op: list[Any]) -> None:
 
 
 STREAM_MACHINE = Machine("stream", _OPS)
-
-
-# -- narad check ------------------------------------------------------------------------
-
-
-class _NoData:
-    """What op handlers and the settling read of a stream's data log (its ends, its
-    last ID), for the throwaway replay of `narad check`: whether an op applies, or
-    the state settles, never depends on their values."""
-
-    start_offset = 0
-    next_offset = 0
-    last_id = (0, 0)
-
-
-def _replay_fault(
-    uid: int, records: Iterable[tuple[int, bytes]], machines: Machines
-) -> StateFault | None:
-    """The first fault of replaying state records (see `_replayed`)."""
-    return _replayed(uid, records, machines).fault
-
-
-def _replayed(uid: int, records: Iterable[tuple[int, bytes]], machines: Machines) -> Stream:
-    """A throwaway stream with the state records replayed into it, by the handlers
-    and the settling the server runs."""
-    stream = Stream.__new__(Stream)
-    stream.uid = uid
-    stream.machines, stream._handlers = machines, machines.handlers
-    stream.data = _NoData()  # type: ignore[assignment]
-    stream._init_state()
-    stream.replay(records)
-    return stream
-
-
-def _state_logs(root: Path) -> Iterator[tuple[int, Path]]:
-    """(uid, state log folder) of every stream of data dir `root` that its metadata
-    log names (a folder it does not name is an orphan, which the server removes)."""
-    from narad.metalog import DATABASES_ANY, MetaState
-    from narad.schema.keyspace import StreamSchemas
-
-    if not (root / "meta").is_dir():
-        return
-    meta = MetaState(StreamSchemas(), DATABASES_ANY)
-    meta.replay(folder_records(root / "meta"))
-    for uid in sorted(meta.names):
-        folder = root / "streams" / str(uid) / "state"
-        if folder.is_dir():
-            yield uid, folder
-
-
-def check_states(root: Path, machines: Machines) -> list[Problem]:
-    """Replay every stream's state log of data dir `root` from its segment files
-    (read-only), through `machines`, and report each stream's op that cannot be
-    applied."""
-    problems = []
-    for uid, folder in _state_logs(root):
-        fault = _replay_fault(uid, folder_records(folder), machines)
-        if fault is not None:
-            problems.append(Problem(
-                Kind.STATE_OP, folder, None,
-                f"op at offset {fault.offset} cannot be applied: {fault.what}; the stream "
-                "is unavailable (a repair truncates its state log there)", repairable=True))
-    return problems
-
-
-def repair_states(root: Path, machines: Machines) -> int:
-    """`narad check --repair` for the state logs of data dir `root`: each stream's
-    state log is truncated at its op that cannot be applied, so that the stream opens
-    with the state its earlier ops made; then each machine may append an op to the
-    cut log, fsynced (a queue a new receipt secret: deliveries numbered after the cut
-    will be numbered again, so every receipt handed out before the repair must be
-    refused). Returns how many logs were truncated. The caller holds the data dir's
-    lock (narad/log/lock.py)."""
-    from narad.keyspace import settle_journal
-    from narad.log import checkpointer
-    from narad.log.journal import JOURNAL_FOLDER, KIND_STATE, log_key
-
-    settle_journal(root)
-    repaired = 0
-    for uid, folder in _state_logs(root):
-        fault = _replay_fault(uid, folder_records(folder), machines)
-        if fault is not None:
-            state = Log.open(folder, LogConfig(segment_ms=0))  # the cut, and what follows
-            try:
-                state.truncate(fault.offset)
-                cut = _replayed(uid, folder_records(folder), machines)
-                ops = [m.after_repair(cut) for m in machines.machines if m.after_repair]
-                for op in ops:
-                    if op is not None:
-                        state.append(_pack_op(op))
-                if state.next_offset > fault.offset:
-                    state.write()
-                    state.sync()
-            finally:
-                state.close()
-            end = {log_key(uid, KIND_STATE): state.next_offset}
-            checkpointer.rebase(root / JOURNAL_FOLDER, end)
-            repaired += 1
-    return repaired

@@ -265,7 +265,7 @@ def test_a_new_log_folder_survives_a_cut_after_its_first_sync(fs: FaultFS, cuts:
 
 
 def test_a_log_cut_right_after_a_roll_can_roll_again(fs: FaultFS, cuts: Cuts) -> None:
-    # narad/keyspace.py's _compact rolls, then syncs a snapshot into the new segment; a
+    # narad/repair.py's _compact rolls, then syncs a snapshot into the new segment; a
     # cut between the two leaves an empty active segment, and the compaction at the
     # next start rolls first.
     log = Log.open(fs.root, SMALL)

@@ -13,7 +13,7 @@ from hypothesis import strategies as st
 
 from narad.queues.queue import IN_FLIGHT, Queue, Settings, unpack
 from narad.streams import stream as stream_module
-from narad.streams.stream import pack_id
+from narad.streams.ids import pack_id
 from tests import standalone
 
 

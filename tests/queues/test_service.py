@@ -18,19 +18,21 @@ from narad.streams.stream import Stream
 from tests.journaled import open_store
 
 
+class Calls(list[tuple[int, bytes]]):
+    """The (db, key) of every call, in order."""
+
+    def __call__(self, db: int, key: bytes) -> None:
+        self.append((db, key))
+
+
 class KeyEvents:
     def __init__(self) -> None:
-        self.written: list[tuple[int, bytes]] = []
-        self.signaled: list[tuple[int, bytes]] = []
+        self.written = Calls()
+        self.signaled = Calls()
+        self.wake = self.signaled
 
-    def key_written(self, db: int, key: bytes) -> None:
-        self.written.append((db, key))
-
-    def key_touched(self, db: int, key: bytes) -> None:
+    def spoil(self, db: int, key: bytes) -> None:
         pass
-
-    def signal_key(self, db: int, key: bytes) -> None:
-        self.signaled.append((db, key))
 
 
 class Commits:
@@ -41,7 +43,7 @@ class Commits:
     def schedule(self) -> None:
         self.scheduled += 1
 
-    def settle(self) -> None:
+    def apply_held_back(self) -> None:
         self.settled += 1
 
 

@@ -178,10 +178,17 @@ def _class(draw: st.DrawFn) -> str:
     dash = draw(st.sampled_from(["", "-first", "-last"]))
     body = "".join(items)
     body = "-" + body if dash == "-first" else body + "-" if dash == "-last" else body
-    negated = draw(st.booleans())
-    if any(f"\\{c}" in items and f"\\{c.upper()}" in items for c in "dws"):
-        negated = False  # [^\d\D] matches nothing, which st.from_regex cannot draw from
+    negated = draw(st.booleans()) and _matches_something("[^" + body + "]")
     return "[" + ("^" if negated else "") + body + "]"
+
+
+# Characters to probe a negated class with: a class whose complement covers them all
+# ([^\d\D], [^\w\D], [^\S\W], ...) matches nothing, which st.from_regex cannot draw from.
+PROBES = "".join(map(chr, range(0x250))) + "\u2028\u3000\U0001f600"
+
+
+def _matches_something(pattern: str) -> bool:
+    return re.search(pattern, PROBES) is not None
 
 
 QUANTIFIER = st.sampled_from(["", "", "?", "*", "+", "{2}", "{0,1}", "{1,}", "{0,3}"])

@@ -11,7 +11,6 @@ import asyncio
 import socket
 from pathlib import Path
 
-from narad.client import Client
 from narad.config import Config
 from narad.server import Server
 
@@ -20,7 +19,7 @@ def open_server(folder: Path, *settings: tuple[str, str]) -> Server:
     """A server on the running loop with its store open, listening nowhere."""
     server = Server(Config.load(None, [("dir", str(folder)), *settings]))
     server.loop = asyncio.get_running_loop()
-    server.keyspace.open(server)
+    server.node.keyspace.open()
     return server
 
 
@@ -29,7 +28,7 @@ async def connect(server: Server) -> socket.socket:
     ours, theirs = socket.socketpair()
     ours.setblocking(False)
     assert server.loop is not None
-    await server.loop.connect_accepted_socket(lambda: Client(server), theirs)
+    await server.loop.connect_accepted_socket(server.new_client, theirs)
     return ours
 
 

@@ -26,14 +26,14 @@ async def _scenario(folder: Path) -> tuple[bytes, bytes, int]:
     first = await connect(server)
     await server.loop.sock_sendall(first, XADD)
     committed = await reply(first)
-    journal = server.keyspace.journal.log
+    journal = server.node.keyspace.journal.log
     os.close(journal.active.fd)  # the next commit's write meets EBADF
     await server.loop.sock_sendall(first, XADD)
     failed = await reply(first)
     journal.active.fd = -1  # closed above: closing it again could close a socket
     first.close()
-    server.keyspace.close()
-    return committed, failed, server.exit_status
+    server.node.keyspace.close()
+    return committed, failed, server.node.exit_status
 
 
 def test_a_failed_commit_disconnects_its_clients_and_stops_the_server(tmp_path: Path) -> None:
@@ -54,18 +54,18 @@ async def _held_until_released(folder: Path) -> tuple[bytes, bytes, bytes, bytes
     while the loop goes on running commands."""
     server = open_server(folder)
     writer, reader = await connect(server), await connect(server)
-    barrier = server.barrier
+    barrier = server.node.barrier
     barrier.released_at_commit = lambda position: False
     await server.loop.sock_sendall(writer, XADD)
     await asyncio.sleep(0.05)  # the commit is done: the loop runs on
     await server.loop.sock_sendall(reader, b"XLEN s\r\n")
     await asyncio.sleep(0.05)
     early = await _available(writer), await _available(reader)
-    barrier.release(server.keyspace.journal.position)
+    barrier.release(server.node.keyspace.journal.position)
     added, length = await reply(writer), await reply(reader)
     for sock in (writer, reader):
         sock.close()
-    server.keyspace.close()
+    server.node.keyspace.close()
     return *early, added, length
 
 

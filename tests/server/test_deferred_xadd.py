@@ -1,5 +1,5 @@
 """Plain XADDs of several clients in one loop iteration are held back and added
-together, in one call to the log (narad/server.py, "Deferred writes"). Nothing a
+together, in one call to the log (narad/held_back.py). Nothing a
 client does may tell: every command sees the XADDs that came before it, and each
 client's replies come in the order of its commands.
 
@@ -48,7 +48,7 @@ async def _replies(*socks: socket.socket) -> list[list[Any]]:
 
 
 def _commits(server: Server) -> int:
-    return server.keyspace.journal.stats.commits
+    return server.node.keyspace.journal.stats.commits
 
 
 async def _setup(folder: Path, clients: int, *streams: bytes) -> tuple[Server, list[socket.socket]]:
@@ -68,7 +68,7 @@ async def _setup_on(server: Server, clients: int, *streams: bytes) -> list[socke
 def _close(server: Server, socks: list[socket.socket]) -> None:
     for sock in socks:
         sock.close()
-    server.keyspace.close()
+    server.node.keyspace.close()
 
 
 async def _reader_after_adds(folder: Path) -> None:

@@ -186,7 +186,7 @@ class Cutter:
         if not self.points:
             loop = self.server.loop
             assert loop is not None
-            loop.call_soon_threadsafe(self.server.request_shutdown)
+            loop.call_soon_threadsafe(self.server.node.request_shutdown)
 
 
 def run_server(
@@ -221,13 +221,13 @@ def run_server(
             if last and not stop.is_set():
                 assert server.loop is not None
                 with contextlib.suppress(RuntimeError):  # the loop closed: stopped already
-                    server.loop.call_soon_threadsafe(server.request_shutdown)
+                    server.loop.call_soon_threadsafe(server.node.request_shutdown)
 
     threads = [threading.Thread(target=work_then_stop, args=(work,)) for work in workers]
 
     def ready(_: int) -> None:
         assert server.loop is not None
-        server.loop.call_later(RUN_S, server.request_shutdown)
+        server.loop.call_later(RUN_S, server.node.request_shutdown)
         for thread in threads:
             thread.start()
 

@@ -14,7 +14,8 @@ import redis
 from narad.config import Config
 from narad.keyspace import Keyspace
 from narad.queues.queue import Settings
-from narad.streams.stream import Stream, pack_id
+from narad.streams.ids import pack_id
+from narad.streams.stream import Stream
 from tests.server.raw import Raw
 from tests.servers import NaradProcess
 

@@ -19,7 +19,6 @@ from typing import Any
 import pytest
 import redis
 
-from narad.client import Client
 from narad.commands.schema import check_payloads
 from narad.commands.table import COMMANDS, LOOKUP
 from narad.config import Config
@@ -561,8 +560,8 @@ class InProcess:
 
     def __init__(self, folder: Path) -> None:
         self.server = Server(Config.load(None, [("dir", str(folder))]))
-        self.server.keyspace.open(self.server)
-        self.client = Client(self.server)
+        self.server.node.keyspace.open()
+        self.client = self.server.new_client().session
 
     def run(self, *args: str | bytes) -> Any:
         argv = [a.encode() if isinstance(a, str) else a for a in args]
@@ -573,12 +572,12 @@ class InProcess:
         return cmd.handler(self.client, argv)
 
     def close(self) -> None:
-        self.server.keyspace.close()
+        self.server.node.keyspace.close()
 
 
 def test_metadata_snapshot_keeps_schemas(tmp_path: Path) -> None:
     node = InProcess(tmp_path)
-    store = node.server.keyspace
+    store = node.server.node.keyspace
     node.run("XADD", "a", "*", "sku", "A-1", "qty", "1")
     node.run("XADD", "gone", "*", "x", "y")
     node.run("Q.SCHEMA", "SET", "a", ORDER_TEXT)
@@ -595,7 +594,7 @@ def test_metadata_snapshot_keeps_schemas(tmp_path: Path) -> None:
     node.close()
 
     node = InProcess(tmp_path)
-    store = node.server.keyspace
+    store = node.server.node.keyspace
     assert store.meta is not None and store.meta.start_offset == first  # replayed the snapshot
     assert node.run("Q.SCHEMA", "VERSIONS", "a") == [1, 2]
     assert node.run("Q.SCHEMA", "COMPAT", "a") == b"FULL_TRANSITIVE"
@@ -612,7 +611,7 @@ def test_metadata_snapshot_keeps_schemas(tmp_path: Path) -> None:
 def test_check_payloads(tmp_path: Path) -> None:
     node = InProcess(tmp_path)
     node.run("XADD", "q", "*", "x", "y")
-    stream = node.server.keyspace.dbs[0][b"q"]
+    stream = node.server.node.keyspace.dbs[0][b"q"]
     check_payloads(node.client, stream, [b"not json", b"{}"])  # no schema: nothing judged
     node.run("Q.SCHEMA", "SET", "q", DOC, "FIELD", "doc")  # FIELD is XADD's only
     check_payloads(node.client, stream, [b'{"n": 1}', b' {"n": 2, "m": []}\n'])

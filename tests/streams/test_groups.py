@@ -21,20 +21,22 @@ from typing import Any
 import pytest
 import redis
 
+import narad.node
 from narad.client import Client
 from narad.commands import groups as group_commands
-from narad.commands.deferred import DeferredAdds
 from narad.commands.table import COMMANDS
+from narad.config import Config
 from narad.dispatch import Dispatcher
 from narad.errors import CommandError
+from narad.keywatch import KeyWatch
+from narad.node import Session
 from narad.resp import NullArray, encode
-from narad.server import Stats
 from narad.streams import groups, ids
 from narad.streams import stream as stream_module
-from narad.streams.groups import ClaimOptions, Counters, Group
+from narad.streams.groups import ClaimOptions, Counters
+from narad.streams.pel import Group
 from narad.streams.stream import Stream
 from tests import standalone
-from tests.journaled import open_store
 from tests.server.compare import mask_clock
 from tests.servers import NaradProcess, RedisProcess, wait_until
 
@@ -665,26 +667,37 @@ def redis_port(redis_server: RedisProcess) -> int:
 
 
 class Replies:
-    """The commit barrier as far as the dispatcher and its clients ask (narad/dispatch.py,
-    `Barrier`), with no commit behind it: replies stay in their client's output
-    buffer for the test to read."""
-
-    def __init__(self) -> None:
-        self.deferred: DeferredAdds | None = None
+    """The commit barrier as far as the node's sessions ask (narad/barrier.py), with
+    no commit behind it: replies stay in their session's output buffer for the test
+    to read."""
 
     def schedule(self) -> None:
         pass
 
-    def settle(self) -> None:
-        deferred, self.deferred = self.deferred, None
-        if deferred is not None:
-            deferred.apply()
-
-    def wants_send(self, client: Client) -> None:
+    def wants_send(self, session: Session) -> None:
         pass
 
-    def forget(self, client: Client) -> None:
+    def forget(self, session: Session) -> None:
         pass
+
+
+class RecordingKeys(KeyWatch):
+    """Key events (narad/keywatch.py) recorded, not acted on: no reader ever blocks
+    in these tests."""
+
+    def __init__(self) -> None:
+        super().__init__(Replies())
+        self.signaled: list[bytes] = []  # blocked readers woken there
+        self.touched: list[bytes] = []  # WATCHers told there
+
+    def written(self, db: int, key: bytes) -> None:
+        self.touched.append(key)  # no reader ever blocks here: nobody to wake
+
+    def spoil(self, db: int, key: bytes) -> None:
+        self.touched.append(key)
+
+    def wake(self, db: int, key: bytes) -> None:
+        self.signaled.append(key)
 
 
 class Alarm:
@@ -717,54 +730,39 @@ class Alarms:
                 alarm.callback()
 
 
-class Node:
-    """What a client and the group commands reach through `client.server`, without a
-    server: a real Keyspace on a data dir and the real Dispatcher; key events
-    (narad/events.py, KeyEvents) are recorded, replies held by `Replies`, and block
-    timeouts set on `Alarms`."""
+class Node(narad.node.Node):
+    """A real node and dispatcher on a data dir, without a server: key events are
+    recorded (`RecordingKeys`), replies held by `Replies`, and block timeouts set on
+    `Alarms`."""
 
     def __init__(self, folder: Path) -> None:
-        self.keyspace = open_store(folder, ("fsync", "no"))
-        self.keyspace.on_touch = self.key_written
-        self.config = self.keyspace.config
-        self.stats = Stats()
-        self.barrier = Replies()
-        self.dispatch = Dispatcher(self.config, self.stats, self.barrier)
-        self.loop = Alarms()
-        self.output_limit_bytes = 0
-        self.signaled: list[bytes] = []  # blocked readers woken there
-        self.touched: list[bytes] = []  # WATCHers told there
+        super().__init__(Config.load(None, [("dir", str(folder)), ("fsync", "no")]))
+        self.keyspace.open()
+        self.barrier = Replies()  # type: ignore[assignment]
+        self.keys = self.recorded = RecordingKeys()
+        self.timers = self.loop = Alarms()  # type: ignore[assignment]
+        self.dispatch = Dispatcher(self)
 
-    def signal_key(self, db: int, key: bytes) -> None:
-        self.signaled.append(key)
+    @property
+    def signaled(self) -> list[bytes]:
+        return self.recorded.signaled
 
-    def key_touched(self, db: int, key: bytes) -> None:
-        self.touched.append(key)
+    @property
+    def touched(self) -> list[bytes]:
+        return self.recorded.touched
 
-    def key_written(self, db: int, key: bytes) -> None:
-        self.touched.append(key)  # no reader ever blocks here: nobody to wake
-
-    def new_client_id(self) -> int:
-        return 1
-
-    def add_waiter(self, client: Client, key: tuple[int, bytes]) -> None:
-        pass
-
-    def remove_waiter(self, client: Client, key: tuple[int, bytes]) -> None:
-        pass
-
-    def client(self) -> Client:
-        return Client(self)  # type: ignore[arg-type]
+    def client(self) -> Session:
+        return Client(self, self.dispatch).session
 
     def close(self) -> None:
         self.keyspace.close()
 
 
-def run_narad(client: Client, args: list[bytes]) -> Any:
+def run_narad(client: Session, args: list[bytes]) -> Any:
     """`args` sent on `client`'s connection and run as the server runs it; the reply
     as the wire has it (a blocked command's once its timeout passes)."""
-    node: Node = client.server  # type: ignore[assignment]
-    client.data_received(request(args))
+    node: Node = client.node  # type: ignore[assignment]
+    client.connection.data_received(request(args))  # type: ignore[attr-defined]
     if client.blocked is not None:
         node.loop.ring()
     return parse_resp2(bytes(client.take_out()))[0]
@@ -1078,7 +1076,7 @@ def test_script_against_redis(peers: Peers, name: str) -> None:
 
 def test_only_destroy_signals_blocked_readers(peers: Peers) -> None:
     peers.script(SCRIPTS["xgroup"])
-    assert peers.client.server.signaled == [b"s"]
+    assert peers.client.node.signaled == [b"s"]
 
 
 def test_resp3_replies_against_redis(tmp_path: Path, redis_port: int) -> None:
@@ -1118,7 +1116,7 @@ class Clock:
 
 
 @pytest.fixture
-def narad_only(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Iterator[tuple[Client, Clock]]:
+def narad_only(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Iterator[tuple[Session, Clock]]:
     clock = Clock(1_000_000)
     monkeypatch.setattr(groups, "now_ms", clock)
     node = Node(tmp_path)
@@ -1130,11 +1128,11 @@ def argv(line: str) -> list[bytes]:
     return [a.encode() for a in line.split()]
 
 
-def call(client: Client, line: str) -> Any:
+def call(client: Session, line: str) -> Any:
     args = argv(line)
     if client.in_exec:  # as EXEC runs a queued command: the reply is EXEC's, not sent
         cmd = COMMANDS[args[0].lower()]
-        return wire(client.server.dispatch.call(client, cmd, args))
+        return wire(client.node.runner.call(client, cmd, args))
     return run_narad(client, args)
 
 
@@ -1143,14 +1141,14 @@ def wire(reply: Any) -> Any:
     return parse_resp2(encode(reply, 2))[0]
 
 
-def start_read(client: Client, line: str) -> Any:
+def start_read(client: Session, line: str) -> Any:
     """An XREADGROUP expected to block: its Block."""
     block = group_commands.xreadgroup(client, argv(line))
     assert type(block).__name__ == "Block"
     return block
 
 
-def test_idle_times_follow_the_clock(narad_only: tuple[Client, Clock]) -> None:
+def test_idle_times_follow_the_clock(narad_only: tuple[Session, Clock]) -> None:
     client, clock = narad_only
     for line in ("XADD s 1-0 a 1", "XADD s 2-0 b 2", "XGROUP CREATE s g 0"):
         call(client, line)
@@ -1192,7 +1190,7 @@ def test_idle_times_follow_the_clock(narad_only: tuple[Client, Clock]) -> None:
     ]  # JUSTID: no count
 
 
-def test_blocking_xreadgroup(narad_only: tuple[Client, Clock]) -> None:
+def test_blocking_xreadgroup(narad_only: tuple[Session, Clock]) -> None:
     client, _ = narad_only
     call(client, "XGROUP CREATE s g $ MKSTREAM")
     call(client, "XADD s 666 f v")
@@ -1214,7 +1212,7 @@ def test_blocking_xreadgroup(narad_only: tuple[Client, Clock]) -> None:
 
 
 def test_blocked_xreadgroup_fails_when_group_or_key_goes(
-    narad_only: tuple[Client, Clock],
+    narad_only: tuple[Session, Clock],
 ) -> None:
     client, _ = narad_only
     call(client, "XGROUP CREATE s g $ MKSTREAM")
@@ -1235,20 +1233,20 @@ def test_blocked_xreadgroup_fails_when_group_or_key_goes(
     assert str(err.value) == "UNBLOCKED the stream key no longer exists"
 
 
-def test_blocked_read_count_defaults_to_1000(narad_only: tuple[Client, Clock]) -> None:
+def test_blocked_read_count_defaults_to_1000(narad_only: tuple[Session, Clock]) -> None:
     client, _ = narad_only
     call(client, "XGROUP CREATE s g $ MKSTREAM")
     block = start_read(client, "XREADGROUP GROUP g a BLOCK 0 STREAMS s >")
-    stream = client.server.keyspace.get(0, b"s")
+    stream = client.node.keyspace.get(0, b"s")
     assert stream is not None
     fill(stream, *range(1, 1201))
     reply = wire(block.retry(b"s"))
     assert len(reply[0][1]) == 1000
 
 
-def test_group_writes_touch_the_key(narad_only: tuple[Client, Clock]) -> None:
+def test_group_writes_touch_the_key(narad_only: tuple[Session, Clock]) -> None:
     client, _ = narad_only
-    server = client.server
+    server: Node = client.node  # type: ignore[assignment]
     call(client, "XGROUP CREATE s g $ MKSTREAM")
     call(client, "XADD s 1 f v")
     server.touched.clear()

@@ -7,7 +7,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 from sortedcontainers import SortedDict  # type: ignore[import-untyped, unused-ignore]
 
-from narad.streams.groups import Consumer, Pel, PendingEntry
+from narad.streams.pel import Consumer, Pel, PendingEntry
 
 ops_st = st.lists(
     st.tuples(st.sampled_from(["add", "add", "pop", "del", "range"]), st.integers(0, 300)),

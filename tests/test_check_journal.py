@@ -1,5 +1,5 @@
 """`narad check` on a data dir holds its journal against its logs
-(narad/log/check_journal.py): data dirs made by a real Keyspace, damaged by hand, checked
+(narad/check_journal.py): data dirs made by a real Keyspace, damaged by hand, checked
 by the real command line in a process of its own."""
 
 from __future__ import annotations
