@@ -37,10 +37,13 @@ class OptionalBuildExt(build_ext):
 # Modules of the request path, compiled as they are written. Not server.py, client.py
 # and dispatch.py nor the parser's glue: they are mostly attribute reads on plain
 # objects, which CPython's specialising interpreter does faster than generic compiled
-# code (bench/README.md).
+# code (bench/README.md). node.py is compiled: the end of each iteration and the
+# held-back adds' replies run there, and compiled they cost less (bench/README.md,
+# "One room per job").
 COMPILED = [
     "narad/keyspace.py",
     "narad/clock.py",
+    "narad/node.py",
     "narad/resp/encoder.py",
     "narad/commands/args.py",
     "narad/held_back.py",
@@ -50,6 +53,7 @@ COMPILED = [
     "narad/commands/queues.py",
     "narad/streams/stream.py",
     "narad/streams/groups.py",
+    "narad/streams/pel.py",
     "narad/streams/ids.py",
     "narad/queues/queue.py",
     "narad/queues/service.py",

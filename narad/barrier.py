@@ -83,7 +83,7 @@ class CommitBarrier:
         self._writers: dict[ReplySink, None] = {}  # sinks with replies of this iteration
         # (position, sink, replies, when sealed), in position order
         self._sealed: deque[tuple[int, ReplySink, bytearray, float]] = deque()
-        self._scheduled = False
+        self.scheduled = False  # an end of the iteration is due
         self._stopped = False  # the keyspace is closing: nothing commits any more
 
     # -- registering replies ----------------------------------------------------------
@@ -91,7 +91,7 @@ class CommitBarrier:
     def wants_send(self, sink: ReplySink) -> None:
         """`sink` has replies for the end of this iteration."""
         self._writers[sink] = None
-        if not self._scheduled:
+        if not self.scheduled:
             self.schedule()
 
     def forget(self, sink: ReplySink) -> None:
@@ -106,14 +106,9 @@ class CommitBarrier:
     def schedule(self) -> None:
         """Have the loop run `end_of_iteration` once it has run what is ready now (the
         loop calls it: the barrier never calls up into the node itself)."""
-        if not self._scheduled and not self._stopped:
-            self._scheduled = True
+        if not self.scheduled and not self._stopped:
+            self.scheduled = True
             asyncio.get_running_loop().call_soon(self.end_of_iteration)
-
-    def iteration_ends(self) -> None:
-        """The end of the iteration runs now: a registration from here on schedules
-        the next one."""
-        self._scheduled = False
 
     # -- committing -------------------------------------------------------------------
 

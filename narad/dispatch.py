@@ -55,6 +55,7 @@ class Dispatcher:
         self.stats = node.stats
         self.barrier = node.barrier
         self.observers = node.observers
+        self.monitors = node.observers.monitors  # the same list, changed in place
         node.runner = self
         self._cross_protocol_logged_s = -CROSS_PROTOCOL_LOG_INTERVAL_S
         self._cross_protocol_unlogged = 0  # attacks since the last log line
@@ -99,7 +100,7 @@ class Dispatcher:
         queue = session.connection.queue
         limit = self.node.output_limit_bytes
         if (
-            self.observers.monitors
+            self.monitors
             or session.reply_off
             or session.skip_current
             or session.skip_next
@@ -238,7 +239,7 @@ class Dispatcher:
             observers = self.observers
             if usec >= observers.slowlog_threshold_us >= 0:
                 observers.slowlog_add(session, argv, usec)
-            if observers.monitors and "admin" not in cmd.flags:
+            if self.monitors and "admin" not in cmd.flags:
                 observers.feed_monitors(session, argv)
         if reply.__class__ is Block:
             session.block(reply, cmd)

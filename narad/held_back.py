@@ -1,7 +1,7 @@
 """Plain produces *held back* within a loop iteration and added together.
 
 The run handlers of `XADD key * field value ...` and `Q.PUSH queue payload` do not
-add their entries: they hand them to `HeldBackAdds.hold`, which gathers the entries
+add their entries: they hand them to `Node.hold_back`, which gathers the entries
 of every session, to any number of streams, into the one `HeldBackAdds` the commit
 barrier keeps (`barrier.held_back`). `Node.apply_held_back` (narad/node.py) applies
 it (one clock reading, one `Stream.add_run` per stream) before anything else runs
@@ -68,19 +68,8 @@ class HeldBackAdds:
     __slots__ = ("runs", "takers")
 
     def __init__(self) -> None:
-        self.runs: dict[Stream, list[list[bytes]]] = {}
-        self.takers: list[Taker] = []
-
-    def hold(self, session: Any, cmd: Counted, stream: Stream, argvs: list[list[bytes]]) -> None:
-        """Hold back one entry per argv of `argvs` (its fields argv[FIELDS_FROM:]) for
-        `stream` (`can_hold`). The caller has counted the commands and registered the
-        session for sending (`Dispatcher._run`)."""
-        run = self.runs.get(stream)
-        if run is None:
-            self.runs[stream] = list(argvs)
-        else:
-            run += argvs
-        self.takers.append((session, cmd, stream, len(argvs)))
+        self.runs: dict[Stream, list[list[bytes]]] = {}  # argvs, fields from FIELDS_FROM
+        self.takers: list[Taker] = []  # in the order the commands came
 
     def apply(self) -> tuple[list[Stream], list[Owed]]:
         """Add every entry held back: the streams written, and the replies owed, in

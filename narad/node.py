@@ -163,12 +163,19 @@ class Node:
     def hold_back(
         self, session: Session, cmd: Counted, stream: Stream, argvs: list[list[bytes]]
     ) -> None:
-        """Hold back one entry per argv of `argvs` for `stream`, to be added with the
-        others of this iteration (`apply_held_back`)."""
+        """Hold back one entry per argv of `argvs` (its fields argv[FIELDS_FROM:]) for
+        `stream` (narad/held_back.py's `can_hold`), to be added with the others of
+        this iteration (`apply_held_back`). The caller has counted the commands and
+        registered the session for sending (`Dispatcher._run`)."""
         held = self.held_back
         if held is None:
             held = self.held_back = HeldBackAdds()
-        held.hold(session, cmd, stream, argvs)
+        run = held.runs.get(stream)
+        if run is None:
+            held.runs[stream] = list(argvs)
+        else:
+            run += argvs
+        held.takers.append((session, cmd, stream, len(argvs)))
 
     def apply_held_back(self) -> None:
         """Add the entries held back, and write each session its replies."""
@@ -206,7 +213,7 @@ class Node:
         """Once per iteration that wrote or replied (the barrier schedules it): add the
         held-back entries, serve queue consumers and blocked sessions, then commit
         and seal every reply with its position (narad/barrier.py)."""
-        self.barrier.iteration_ends()
+        self.barrier.scheduled = False  # a registration from here on schedules the next
         if self.held_back is not None:
             self.apply_held_back()
         self._before_commit()
@@ -303,6 +310,7 @@ class Session:
 
     def __init__(self, node: Node, connection: Connection, session_id: int) -> None:
         self.node = node
+        self.barrier = node.barrier  # registers the replies (narad/barrier.py)
         self.connection = connection
         self.id = session_id
         self.name = ""
@@ -349,7 +357,7 @@ class Session:
             return
         out = self.out
         if not out:
-            self.node.barrier.wants_send(self)
+            self.barrier.wants_send(self)
         if value.__class__ is bytes:  # the most common reply: a bulk string
             out += b"$%d\r\n%b\r\n" % (len(value), value)
         elif value is QUEUED:
@@ -387,7 +395,7 @@ class Session:
         """Out-of-band data (push frames, MONITOR lines): never suppressed."""
         self.reads_data = True
         if not self.out:
-            self.node.barrier.wants_send(self)
+            self.barrier.wants_send(self)
         out = self.out
         mark = len(out)
         try:
@@ -416,7 +424,7 @@ class Session:
 
     def close_after_reply(self) -> None:
         self.connection.closing = True
-        self.node.barrier.wants_send(self)
+        self.barrier.wants_send(self)
 
     # -- lifecycle ----------------------------------------------------------------------
 

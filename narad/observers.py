@@ -44,7 +44,9 @@ class Observers:
         self.config = config
         self.slowlog: deque[SlowEntry] = deque()
         self.slowlog_next_id = 0
-        self.monitors: list[Any] = []  # sessions in MONITOR, in the order they asked
+        # Sessions in MONITOR, in the order they asked (changed in place: the dispatcher
+        # holds the list).
+        self.monitors: list[Any] = []
         self.slowlog_threshold_us = int(config["slowlog-log-slower-than"])  # type: ignore[call-overload]
         config.on_change("slowlog-log-slower-than", self._set_slowlog_threshold)
 
