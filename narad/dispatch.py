@@ -193,10 +193,6 @@ class Dispatcher:
             self._cross_protocol_logged_s = now
             self._cross_protocol_unlogged = 0
 
-    def unexpected(self, exc: Exception, command: str, during: str = "running") -> CommandError:
-        """An exception no code path expected (a bug): narad/errors.py's `internal`."""
-        return errors.internal(exc, command, during)
-
     def _check(self, session: Session, cmd: Command, argv: list[bytes]) -> None:
         if cmd.handler is None:  # a container called without or with an unknown subcommand
             if len(argv) < 2:
@@ -227,7 +223,7 @@ class Dispatcher:
             raise CommandError(str(exc), "IOERR") from None
         except Exception as exc:
             cmd.failed += 1
-            raise self.unexpected(exc, cmd.name) from None
+            raise errors.internal(exc, cmd.name) from None
         finally:
             ns = time.perf_counter_ns() - start
             usec = ns // 1000

@@ -10,9 +10,9 @@ only what `Session` and its `node` expose:
   server (narad/server.py) runs its lifecycle and its connections
   (narad/client.py).
 - `Session` is one connection's state: database, protocol, user, name, MULTI and
-  WATCH, blocking, CLIENT REPLY. Its replies go to its `connection`, which owns the
-  output buffer and the socket (narad/client.py); a session never writes to a socket
-  itself.
+  WATCH, blocking, CLIENT REPLY, and the output buffer its replies are encoded into.
+  The commit barrier hands that buffer to the session's `connection`, which owns the
+  socket (narad/client.py); a session never writes to a socket itself.
 
 The services below the node (barrier, queues, replication, key events) never import
 this module: each names the small interface it needs of the node (a reply sink, key
@@ -59,14 +59,10 @@ NO_REPLY = object()  # a handler's answer when nothing is to be sent (CLIENT REP
 
 class Runner(Protocol):
     """What a handler may ask of the dispatcher that runs it (narad/dispatch.py): EXEC
-    runs its queued commands through `call`, and code that catches a bug reports it
-    through `unexpected`."""
+    runs its queued commands through `call`."""
 
     def call(self, session: Session, cmd: Any, argv: list[bytes]) -> Any:
         """Run a checked command; its reply goes to the session (or is returned in EXEC)."""
-
-    def unexpected(self, exc: Exception, command: str, during: str = "running") -> CommandError:
-        """The error reply, and the log line, for an exception no code path expected."""
 
 
 class Connection(Protocol):
@@ -278,7 +274,7 @@ class Node:
             errors.internal(exc, "upkeep")
         self.barrier.schedule()  # trim ops written by retention are committed as usual
 
-    # -- what replication asks of the node (narad/replication/role.py's Host) -----------
+    # -- what replication asks of the node (narad/replication/host.py's Host) -----------
 
     def reopen_keyspace(self, truncate_to: int | None = None) -> None:
         """Reopen the keyspace on a replica's data as its follower changed it
