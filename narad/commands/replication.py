@@ -14,6 +14,7 @@ from narad.commands.args import parse_int, parse_timeout_ms
 from narad.commands.table import command
 from narad.errors import CommandError, syntax
 from narad.keywatch import Block
+from narad.log.format import EPOCH_MAX
 from narad.replication.fullcopy import CopyOut
 from narad.replication.role import ACKS_KEY
 from narad.resp import SimpleString
@@ -110,6 +111,18 @@ def replconf(session: Session, args: list[bytes]) -> Any:
     return OK
 
 
+def parse_epoch(arg: bytes) -> int:
+    """A leader epoch as FENCE, PROMOTE and PSYNC take it: 0 to EPOCH_MAX, what a
+    journal record holds (docs/replication.md). Checked before anything is promised,
+    followed or written, so no node keeps an epoch it could not write."""
+    epoch = parse_int(arg)
+    if not 0 <= epoch <= EPOCH_MAX:
+        raise CommandError(
+            f"the epoch must be from 0 to {EPOCH_MAX} (a journal record holds it in 32 bits)"
+        )
+    return epoch
+
+
 @command("psync", -3, "admin noscript no_async_loading no_multi", group="server", since="2.8.0")
 def psync(session: Session, args: list[bytes]) -> Any:
     """Internal command used in replication: follow this node's journal from a position
@@ -127,10 +140,10 @@ def psync(session: Session, args: list[bytes]) -> Any:
         raise CommandError("this connection follows the journal already")
     history = args[1].decode("utf-8", "replace")
     position = parse_int(args[2])
-    epoch = parse_int(args[3]) if len(args) > 3 else 0
-    promised = parse_int(args[4]) if len(args) > 4 else 0  # to a failover (FENCE)
+    epoch = parse_epoch(args[3]) if len(args) > 3 else 0
+    promised = parse_epoch(args[4]) if len(args) > 4 else 0  # to a failover (FENCE)
     journal = node.keyspace.journal
-    if position < 0 or epoch < 0:
+    if position < 0:
         raise CommandError("the position and the epoch must be at least 0")
     if promised > journal.epoch:
         replication.fence(promised)
@@ -184,7 +197,7 @@ def fence(session: Session, args: list[bytes]) -> Any:
     answers the epoch and position of the node's journal (docs/failover.md)."""
     if len(args) > 3 or (len(args) == 3 and args[2].lower() != b"drain"):
         raise syntax()
-    epoch = parse_int(args[1])
+    epoch = parse_epoch(args[1])
     if epoch < 1:
         raise CommandError("the epoch must be at least 1")
     return session.node.replication.promise(epoch, len(args) == 3, session.connection)
@@ -193,7 +206,7 @@ def fence(session: Session, args: list[bytes]) -> Any:
 @command("promote", 2, "admin noscript stale", group="server")
 def promote(session: Session, args: list[bytes]) -> Any:
     """Makes a node fenced for a failover's epoch the leader of that epoch."""
-    session.node.replication.promote(parse_int(args[1]))
+    session.node.replication.promote(parse_epoch(args[1]))
     return OK
 
 

@@ -37,6 +37,9 @@ SCAN_BAD = 2  # the next record fails its length, version or CRC check; detail =
 
 _HEAD = struct.Struct("<II")  # length, crc
 _TAIL = struct.Struct("<BBIQQQQ")  # version, flags, epoch, offset, timestamp, id_ms, id_seq
+# A record keeps its leader epoch in 32 bits: no epoch above this is ever promised,
+# taken from a leader or begun (narad/replication/role.py, narad/log/journal.py).
+EPOCH_MAX = (1 << 32) - 1
 _U32 = struct.Struct("<I")
 
 

@@ -360,6 +360,8 @@ class Journal:
         so the epoch's start is a position every follower of this journal sees."""
         if epoch <= self.epoch:
             raise ValueError(f"epoch {epoch} is not above the journal's epoch {self.epoch}")
+        if epoch > format.EPOCH_MAX:  # its records could not be written
+            raise ValueError(f"epoch {epoch} is above the largest, {format.EPOCH_MAX}")
         self.epoch = epoch
         self._epoch_begun = True
 

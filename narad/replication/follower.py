@@ -58,6 +58,14 @@ def _first(exc: BaseException) -> BaseException:
     return exc
 
 
+def _epoch(word: str | bytes | int) -> int:
+    """A leader epoch the leader sent: one a journal record can hold, or LinkError."""
+    epoch = int(word)
+    if not 0 <= epoch <= format.EPOCH_MAX:
+        raise LinkError(f"the leader sent epoch {epoch}, outside 0..{format.EPOCH_MAX}")
+    return epoch
+
+
 class Follower:
     def __init__(
         self, node: Host, host: str, port: int, promised: Callable[[], int] = lambda: 0
@@ -179,14 +187,14 @@ class Follower:
             )
             words = reply.split()
             if words[:1] == ["CONTINUE"] and len(words) == 4:
-                history, position, epoch = words[1], int(words[2]), int(words[3])
+                history, position, epoch = words[1], int(words[2]), _epoch(words[3])
                 if history != journal.history:
                     journal.adopt_history(history)
                 self.leader_position, self.leader_epoch = position, epoch
                 return
             if words[:1] == ["FULLCOPY"] and len(words) == 5:
                 history = words[1]
-                position, epoch, size = int(words[2]), int(words[3]), int(words[4])
+                position, epoch, size = int(words[2]), _epoch(words[3]), int(words[4])
                 logger.warning(
                     "event=full_copy_begin leader=%s position=%d bytes=%d own_position=%d",
                     self.address, position, size, journal.position,
@@ -228,7 +236,7 @@ class Follower:
                     await copy.begin_log(int(message[1]), int(message[2]), int(message[3]))
                 elif kind == b"copy-end" and len(message) % 2 == 0 and copy is not None:
                     position, *pairs = [int(word) for word in message[1:]]
-                    epochs = list(zip(pairs[::2], pairs[1::2], strict=True))
+                    epochs = [(_epoch(e), p) for e, p in zip(pairs[::2], pairs[1::2], strict=True)]
                     await copy.finish(position, epochs)
                     self.node.reopen_keyspace()  # on the copy, now complete
                     self.copy = None
@@ -236,7 +244,7 @@ class Follower:
                     link.send_now(self._ack())
                 elif kind == b"ping" and len(message) == 3:
                     self.leader_position = int(message[1])
-                    self.leader_epoch = max(self.leader_epoch, int(message[2]))
+                    self.leader_epoch = max(self.leader_epoch, _epoch(message[2]))
                 else:
                     raise LinkError(f"unexpected message from the leader: {message!r:.100}")
             if whole:

@@ -41,6 +41,7 @@ from typing import TYPE_CHECKING
 from narad.config.kinds import BadValue, ReplicaOfKind, replica_of
 from narad.errors import CommandError
 from narad.log import checkpoint
+from narad.log.format import EPOCH_MAX
 from narad.replication.follower import Follower
 from narad.replication.leader import Leader
 
@@ -229,6 +230,12 @@ class Replication:
             raise CommandError(f"epoch {epoch} is not above epoch {seen}, seen", "STALE")
         if follower is None and not self._refuses_writes():
             return
+        if not epoch and max(seen, self.promised) >= EPOCH_MAX:
+            raise CommandError(
+                f"no leader epoch is left above {max(seen, self.promised)}: a journal record "
+                f"holds at most {EPOCH_MAX} (PROMOTE {EPOCH_MAX}, promised by FENCE, can "
+                "still lead in it)", "STALE",
+            )
         self.follower = None
         if follower is not None:
             follower.stop()

@@ -127,3 +127,79 @@ def test_fence_refuses_bad_input(tmp_path: Path) -> None:
             client.execute_command("PROMOTE", 1)
         time.sleep(0.05)
         assert client.xadd("s", {"a": "1"})  # nothing changed
+
+
+EPOCH_MAX = (1 << 32) - 1  # a journal record holds the epoch in 32 bits
+
+
+def test_epochs_past_what_a_record_holds_are_refused_before_anything_is_promised(
+    tmp_path: Path,
+) -> None:
+    """FENCE, PROMOTE and PSYNC refuse an epoch a journal record cannot hold, before
+    anything is promised or written: the node keeps serving and starts again."""
+    with group(tmp_path, 0) as (leader,):
+        client = leader.client()
+        too_big = EPOCH_MAX + 1
+        for command in (("FENCE", too_big), ("PROMOTE", too_big), ("PSYNC", "x", 0, too_big),
+                        ("PSYNC", "x", 0, 0, too_big), ("FENCE", -1)):
+            with pytest.raises(redis.ResponseError, match="the epoch must be from 0 to"):
+                client.execute_command(*command)
+        assert client.xadd("s", {"a": "1"})  # nothing was promised: still leading
+        assert not (leader.folder / "data" / "fence").exists()
+        leader.restart()
+        assert leader.client().xlen("s") == 1
+
+
+def test_the_largest_epoch_is_promised_and_led_in(tmp_path: Path) -> None:
+    """FENCE and PROMOTE of the largest epoch a record holds work and survive a
+    restart; no promise can follow it."""
+    with group(tmp_path, 0) as (leader,):
+        client = leader.client()
+        _answer(client, EPOCH_MAX)
+        client.execute_command("PROMOTE", EPOCH_MAX)
+        wait_until(lambda: _xadd(client), timeout=5)
+        leader.restart()
+        client = leader.client()
+        assert client.execute_command("INFO", "replication").get("narad_promised_epoch") == (
+            EPOCH_MAX
+        )
+        assert client.xadd("s", {"b": "2"})
+        with pytest.raises(redis.ResponseError, match="is not above this node's epoch"):
+            client.execute_command("FENCE", EPOCH_MAX)
+
+
+def test_no_epoch_left_to_lead_in_is_refused_and_the_node_lives(tmp_path: Path) -> None:
+    """A client that claims, as a replica, a promise of the last epoch fences the
+    leader; leading again would need an epoch above it, which no record holds:
+    REPLICAOF NO ONE is refused with a clear error instead of a commit that fails,
+    and the node serves reads and starts again."""
+    with group(tmp_path, 0) as (leader,):
+        client = leader.client()
+        assert client.xadd("s", {"a": "1"})
+        with pytest.raises(redis.ResponseError, match="promised a failover epoch"):
+            client.execute_command("PSYNC", "x", 0, 0, EPOCH_MAX)
+        client = leader.client()  # the fenced leader closed its clients
+        wait_until(lambda: _refuses_writes(client), timeout=5)
+        with pytest.raises(redis.ResponseError, match="no leader epoch is left"):
+            client.execute_command("REPLICAOF", "NO", "ONE")
+        assert client.xlen("s") == 1
+        assert leader.proc is not None and leader.proc.poll() is None
+        leader.restart()
+        assert leader.client().xlen("s") == 1
+
+
+def _refuses_writes(client: redis.Redis) -> bool:
+    try:
+        client.xadd("s", {"b": "2"})
+    except redis.ReadOnlyError:
+        return True
+    except (redis.ResponseError, redis.ConnectionError):
+        return False
+    return False
+
+
+def _xadd(client: redis.Redis) -> bool:
+    try:
+        return bool(client.xadd("s", {"a": "1"}))
+    except redis.ResponseError:
+        return False
