@@ -242,6 +242,8 @@ def _replication(s: Node) -> Fields:
         ]
         if not up:
             fields.append(("master_link_down_since_seconds", int(now - follower.down_since_s)))
+        if follower.refused:  # stopped following: what the leader sent cannot be read
+            fields.append(("narad_leader_refused", " ".join(follower.refused.split())))
         fields += [
             ("slave_priority", config["replica-priority"]),
             ("slave_read_only", 1),

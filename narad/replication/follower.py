@@ -33,7 +33,7 @@ import anyio
 import hiredis
 
 from narad.log import LogFailed, format
-from narad.log.journal import FLAG_CONTINUES
+from narad.log.journal import FLAG_CONTINUES, BadCommit, decode_commit
 from narad.replication import wire
 from narad.replication.apply import Diverged, apply_appended
 from narad.replication.fullcopy import CopyIn
@@ -56,6 +56,12 @@ def _first(exc: BaseException) -> BaseException:
     while isinstance(exc, BaseExceptionGroup) and exc.exceptions:
         exc = exc.exceptions[0]
     return exc
+
+
+class Refused(Exception):
+    """The leader sent a journal record this node cannot read (not a commit of this
+    node's journal version): it is neither appended nor acknowledged, and this node
+    stops following that leader until REPLICAOF says again."""
 
 
 def _epoch(word: str | bytes | int) -> int:
@@ -82,6 +88,8 @@ class Follower:
         self.leader_epoch = 0
         self.down_since_s = time.monotonic()
         self.last_error = ""
+        # Why this node stopped following the leader (Refused), or "" while it follows.
+        self.refused = ""
         self._parts: list[tuple[memoryview, list[format.Record]]] = []
         self.copy: CopyIn | None = None  # the full copy being received
         self._task: asyncio.Task[None] | None = None
@@ -117,6 +125,17 @@ class Follower:
                     # The journal may hold commits the logs did not take: stop, and let
                     # the next start's recovery (which applies the journal) say more.
                     self.node.commit_failed(f"following the leader: {exc}", 0)
+                    return
+                if isinstance(exc, Refused):
+                    self.refused = str(exc)
+                    self._broken(self.refused, logging.ERROR)
+                    logger.error(
+                        "event=leader_refused leader=%s reason=%r: not following it until "
+                        "REPLICAOF; the journal holds nothing of what it sent",
+                        self.address, self.refused,
+                    )
+                    self.state = "connect"
+                    self._parts = []
                     return
                 if isinstance(exc, LinkError):
                     self._broken(str(exc), logging.ERROR)
@@ -265,6 +284,14 @@ class Follower:
             raise LinkError(f"bad journal frames from the leader at position {first}: {detail}")
         if records[0].offset != first:
             raise LinkError(f"frames for position {records[0].offset} sent as {first}")
+        for rec in records:  # each one read before any is appended or acknowledged
+            try:
+                decode_commit(rec.payload)
+            except BadCommit as exc:
+                raise Refused(
+                    f"the leader's journal record at position {rec.offset} is not a commit "
+                    f"this node reads: {exc}"
+                ) from None
         self._parts.append((memoryview(frames), records))
         if not records[-1].flags & FLAG_CONTINUES:
             whole += self._parts

@@ -112,7 +112,12 @@ class Replication:
     def replicaof(self, host: str, port: int, caller: Peer | None) -> str:
         """Follow the leader at host:port; the reply's text."""
         follower = self.follower
-        if follower is not None and follower.host.lower() == host.lower() and follower.port == port:
+        if (
+            follower is not None
+            and follower.host.lower() == host.lower()
+            and follower.port == port
+            and not follower.refused
+        ):
             return "OK Already connected to specified master"
         if follower is not None:
             follower.stop()
