@@ -195,9 +195,11 @@ SETTINGS: tuple[Setting, ...] = (
         "Per client class: <class> <hard> <soft> <soft-seconds>. A client whose pending"
         " replies pass the hard limit, or stay past the soft one for longer than that"
         " (checked once a second), is disconnected; 0 turns a limit off. Unlike Redis"
-        " (normal 0 0 0), Narad gives normal clients a 1gb hard limit by default. Every"
-        " Narad client is of class normal: the replica and pubsub limits are accepted"
-        " and reported for tools that set them.",
+        " (normal 0 0 0), Narad gives normal clients a 1gb hard limit by default. A"
+        " replica's pending output is the journal not yet sent to it plus what its"
+        " socket holds (checked ten times a second); every other client is of class"
+        " normal, and the pubsub limits are accepted and reported for tools that set"
+        " them.",
         LIMITS,
     ),
     Setting(

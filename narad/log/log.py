@@ -28,6 +28,7 @@ thread); `_lock` guards what they share. Reads run on the writer's thread.
 
 from __future__ import annotations
 
+import bisect
 import enum
 import logging
 import os
@@ -181,6 +182,19 @@ class Log:
     @property
     def size_bytes(self) -> int:
         return sum(seg.size for seg in self.segments) + len(self._pending)
+
+    def bytes_from(self, offset: int) -> int:
+        """The bytes the log holds from record `offset` (at least its start offset) to
+        its end, unwritten ones included: one index lookup."""
+        if offset >= self.next_offset:
+            return 0
+        segments = self.segments
+        at = bisect.bisect_right(self._bases, max(offset, self.start_offset)) - 1
+        seg = segments[at]
+        if offset >= self.written_end:  # not written yet: at most the whole buffer
+            return len(self._pending)
+        later = sum(s.size for s in segments[at + 1 :])
+        return seg.size - self._position_of(seg, offset) + later + len(self._pending)
 
     def _fail(self, what: str, exc: OSError) -> LogFailed:
         if self.failure is None:

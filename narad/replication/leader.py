@@ -34,6 +34,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Protocol
 
+from narad.config.kinds import OutputBufferLimits
 from narad.replication import wire
 from narad.replication.fullcopy import CopyOut
 from narad.replication.wire import LinkError
@@ -80,6 +81,8 @@ class ReplicaLink:
     # until it is sent whole, the replica holds nothing of this history and its acks
     # count for nothing.
     copy: CopyOut | None = None
+    # Since when its pending output has been at or past the soft limit, if it is.
+    soft_limit_since: float | None = None
 
     @property
     def name(self) -> str:
@@ -194,6 +197,41 @@ class Leader:
                 link.name, now - link.last_ack_s, link.acked,
             )
             link.peer.close()
+
+    def enforce_output_limit(self) -> None:
+        """`client-output-buffer-limit replica <hard> <soft> <seconds>`, as Redis
+        applies it: a replica whose pending output (the journal from the position not
+        yet sent to it, and what its socket has not taken) passes the hard limit, or
+        stays past the soft one for longer than the seconds, is disconnected. So a
+        replica that acks but does not read pins the journal (`kept`) no longer than
+        that; once it reconnects it resumes, or gets a full copy."""
+        limits = self.node.config["client-output-buffer-limit"]
+        assert isinstance(limits, OutputBufferLimits)
+        hard, soft, seconds = limits.replica
+        if not (hard or soft):
+            return
+        journal = self.node.keyspace.journal.log
+        now = time.monotonic()
+        for link in list(self.links.values()):
+            transport = link.peer.transport
+            if link.copy is not None or transport is None:
+                continue
+            pending = journal.bytes_from(link.sent) + transport.get_write_buffer_size()
+            over = "hard" if hard and pending >= hard else ""
+            if soft and pending >= soft:
+                if link.soft_limit_since is None:
+                    link.soft_limit_since = now
+                elif now - link.soft_limit_since > seconds:
+                    over = over or "soft"
+            else:
+                link.soft_limit_since = None
+            if over:
+                logger.warning(
+                    "event=replica_output_limit replica=%s limit=%s pending_bytes=%d "
+                    "sent=%d acked=%d: disconnected",
+                    link.name, over, pending, link.sent, link.acked,
+                )
+                link.peer.close()
 
     def ping(self) -> None:
         """Tell every replica the position and epoch (what a replica reports as the

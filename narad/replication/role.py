@@ -315,6 +315,7 @@ class Replication:
         if self.follower is None:
             if leader.links:
                 leader.drop_silent()
+                leader.enforce_output_limit()
             if leader.quorum:
                 leader.expire_sealed()
             now = time.monotonic()
