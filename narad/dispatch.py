@@ -51,7 +51,7 @@ class Dispatcher:
 
     def __init__(self, node: Node) -> None:
         self.node = node
-        self.config = config = node.config
+        config = node.config
         self.stats = node.stats
         self.barrier = node.barrier
         self.observers = node.observers

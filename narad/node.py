@@ -166,6 +166,8 @@ class Node:
         held = self.held_back
         if held is None:
             held = self.held_back = HeldBackAdds()
+        # Filled here rather than by a method of HeldBackAdds: one call less per
+        # pipelined XADD or Q.PUSH (0.15 us of 3.6, bench/queue_cycle.py).
         run = held.runs.get(stream)
         if run is None:
             held.runs[stream] = list(argvs)

@@ -116,7 +116,7 @@ class Server:
         """client-output-buffer-limit's soft limit, as Redis applies it: a client
         whose pending replies stay at or past `soft_bytes` for more than
         `soft_seconds` is disconnected. Checked here, once a second."""
-        _, soft_bytes, soft_seconds = self.node.normal_output_limit
+        limit = self.node.normal_output_limit
         now = time.monotonic()
         for session in list(self.node.sessions.values()):
             client: Client = session.connection  # type: ignore[assignment]
@@ -124,11 +124,8 @@ class Server:
             pending = len(session.out) + (
                 transport.get_write_buffer_size() if transport is not None else 0
             )
-            if pending < soft_bytes:
-                client.soft_limit_since = None
-            elif client.soft_limit_since is None:
-                client.soft_limit_since = now
-            elif now - client.soft_limit_since > soft_seconds:
+            client.soft_limit_since, over = limit.soft_since(pending, client.soft_limit_since, now)
+            if over:
                 client.over_output_limit()
 
     def _sample(self) -> None:

@@ -14,7 +14,7 @@ from collections.abc import Iterable
 from typing import Any, Protocol
 
 from narad.commands.args import parse_int
-from narad.errors import WRONGPASS, CommandError
+from narad.errors import WRONGPASS, CommandError, syntax
 
 REDIS_VERSION = "7.0.15"  # the Redis whose commands Narad answers as
 
@@ -65,7 +65,7 @@ def check_password(required: str, user: bytes, password: bytes) -> None:
 def auth(conn: Greeted, args: list[bytes], required: str) -> None:
     """AUTH [user] password: log `conn` in, or raise."""
     if len(args) > 3:
-        raise CommandError("syntax error")
+        raise syntax()
     user, password = (b"default", args[1]) if len(args) == 2 else (args[1], args[2])
     redact(args, range(1, len(args)))
     if len(args) == 2 and not required:

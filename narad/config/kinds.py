@@ -281,6 +281,19 @@ class BufferLimit(NamedTuple):
     soft_bytes: int  # disconnect if the pending output stays past this ...
     soft_seconds: int  # ... for this many seconds in a row
 
+    def soft_since(
+        self, pending: int, since: float | None, now: float
+    ) -> tuple[float | None, bool]:
+        """The soft limit as Redis keeps it, for output `pending` bytes at monotonic
+        time `now`: since when the output has stood at or past `soft_bytes` (None while
+        below it, or with no soft limit; `since` is the last answer), and whether it
+        has stood there longer than `soft_seconds`."""
+        if not self.soft_bytes or pending < self.soft_bytes:
+            return None, False
+        if since is None:
+            return now, False
+        return since, now - since > self.soft_seconds
+
 
 class OutputBufferLimits(NamedTuple):
     """The value of client-output-buffer-limit: one BufferLimit per client class."""

@@ -28,7 +28,6 @@ thread); `_lock` guards what they share. Reads run on the writer's thread.
 
 from __future__ import annotations
 
-import bisect
 import enum
 import logging
 import os
@@ -188,12 +187,11 @@ class Log:
         its end, unwritten ones included: one index lookup."""
         if offset >= self.next_offset:
             return 0
-        segments = self.segments
-        at = bisect.bisect_right(self._bases, max(offset, self.start_offset)) - 1
-        seg = segments[at]
         if offset >= self.written_end:  # not written yet: at most the whole buffer
             return len(self._pending)
-        later = sum(s.size for s in segments[at + 1 :])
+        offset = max(offset, self.start_offset)
+        seg = reading._segment_of(self, offset)
+        later = sum(s.size for s in self.segments if s.base_offset > seg.base_offset)
         return seg.size - self._position_of(seg, offset) + later + len(self._pending)
 
     def _fail(self, what: str, exc: OSError) -> LogFailed:

@@ -207,8 +207,9 @@ class Leader:
         that; once it reconnects it resumes, or gets a full copy."""
         limits = self.node.config["client-output-buffer-limit"]
         assert isinstance(limits, OutputBufferLimits)
-        hard, soft, seconds = limits.replica
-        if not (hard or soft):
+        limit = limits.replica
+        hard = limit.hard_bytes
+        if not (hard or limit.soft_bytes):
             return
         journal = self.node.keyspace.journal.log
         now = time.monotonic()
@@ -217,14 +218,10 @@ class Leader:
             if link.copy is not None or transport is None:
                 continue
             pending = journal.bytes_from(link.sent) + transport.get_write_buffer_size()
-            over = "hard" if hard and pending >= hard else ""
-            if soft and pending >= soft:
-                if link.soft_limit_since is None:
-                    link.soft_limit_since = now
-                elif now - link.soft_limit_since > seconds:
-                    over = over or "soft"
-            else:
-                link.soft_limit_since = None
+            link.soft_limit_since, soft_over = limit.soft_since(
+                pending, link.soft_limit_since, now
+            )
+            over = "hard" if hard and pending >= hard else "soft" if soft_over else ""
             if over:
                 logger.warning(
                     "event=replica_output_limit replica=%s limit=%s pending_bytes=%d "

@@ -20,7 +20,7 @@ import hiredis
 
 from narad.log import format
 from narad.replication import wire
-from tests.servers import NaradProcess, free_port, wait_until
+from tests.servers import NaradProcess, wait_until
 
 
 class RogueLeader:
@@ -29,8 +29,8 @@ class RogueLeader:
     Records every connection and the acks each sent."""
 
     def __init__(self) -> None:
-        self.port = free_port()
-        self.listener = socket.create_server(("127.0.0.1", self.port))
+        self.listener = socket.create_server(("127.0.0.1", 0))
+        self.port = self.listener.getsockname()[1]
         self.listener.settimeout(0.2)
         self.connections = 0
         self.acked: list[int] = []  # positions of REPLCONF ACKs received
