@@ -196,7 +196,9 @@ class Leader:
                 "event=replica_timed_out replica=%s seconds_silent=%d acked=%d",
                 link.name, now - link.last_ack_s, link.acked,
             )
-            link.peer.close()
+            transport = link.peer.transport
+            if transport is not None:
+                transport.abort()  # close() would wait for the unread output first
 
     def enforce_output_limit(self) -> None:
         """`client-output-buffer-limit replica <hard> <soft> <seconds>`, as Redis
@@ -228,7 +230,7 @@ class Leader:
                     "sent=%d acked=%d: disconnected",
                     link.name, over, pending, link.sent, link.acked,
                 )
-                link.peer.close()
+                transport.abort()  # close() would wait for the unread output first
 
     def ping(self) -> None:
         """Tell every replica the position and epoch (what a replica reports as the
