@@ -23,6 +23,7 @@ from collections import deque
 from typing import TYPE_CHECKING, Any
 
 from narad import errors
+from narad.log.files import OPEN_FILES
 from narad.resp import ErrorReply, ProtocolError, QueryBufferLimit, RequestParser
 
 if TYPE_CHECKING:
@@ -83,6 +84,7 @@ class Client(asyncio.Protocol):
             transport.close()
             return
         node.sessions[self.session.id] = self.session
+        OPEN_FILES.share(len(node.sessions))
         keepalive = int(node.config["tcp-keepalive"])  # type: ignore[call-overload]
         if keepalive:
             _keepalive(transport.get_extra_info("socket"), keepalive)
@@ -170,6 +172,7 @@ class Client(asyncio.Protocol):
     def connection_lost(self, exc: Exception | None) -> None:
         self.closing = True
         self.session.ended()
+        OPEN_FILES.share(len(self.node.sessions))
         if self.replica_link is not None:
             self.node.replication.leader.detach(self)
 

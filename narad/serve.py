@@ -146,7 +146,7 @@ def run(args: argparse.Namespace) -> int:
     import narad.commands  # noqa: F401 - fills the command table
     from narad.config import Config, ConfigError
     from narad.keyspace import DataDirBusy
-    from narad.log.files import OPEN_FILES, default_limit
+    from narad.log.files import OPEN_FILES, process_limit
     from narad.server import Server
 
     path = args.config_flag or args.config_file
@@ -157,7 +157,9 @@ def run(args: argparse.Namespace) -> int:
         return 1
     setup_logging(config)
     raise_open_files_limit()
-    OPEN_FILES.limit = default_limit()  # from the limit as raised
+    OPEN_FILES.fit(process_limit())  # the limit as raised
+    if not fit_maxclients(config, OPEN_FILES.clients_max):
+        return 1
     server = Server(config)
     pidfile = PidFile(str(config["pidfile"]))
     try:
@@ -220,6 +222,31 @@ def raise_open_files_limit() -> None:
         )
         return
     logging.getLogger("narad.server").info("open files limit raised from %d to %d", soft, hard)
+
+
+def fit_maxclients(config: Config, clients_max: int) -> bool:
+    """Lower `maxclients` to the `clients_max` the descriptor budget holds
+    (narad/log/files.py), and say so, as Redis does at start; False, having said why,
+    when not even one client fits."""
+    import resource
+
+    limit = resource.getrlimit(resource.RLIMIT_NOFILE)[0]
+    if clients_max < 1:
+        print(
+            f"narad: the open files limit ({limit}) leaves no descriptor for a client; "
+            "raise it (ulimit -n)",
+            file=sys.stderr,
+        )
+        return False
+    wanted = int(config["maxclients"])  # type: ignore[call-overload]
+    if wanted > clients_max:
+        config.put("maxclients", str(clients_max))
+        logging.getLogger("narad.server").warning(
+            "event=maxclients_lowered requested=%d maxclients=%d open_files_limit=%d: "
+            "raise the open files limit (ulimit -n) to serve more clients",
+            wanted, clients_max, limit,
+        )
+    return True
 
 
 def main(argv: Sequence[str] | None = None) -> int:

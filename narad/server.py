@@ -36,6 +36,7 @@ from narad.config import Config
 from narad.config.kinds import BadValue
 from narad.dispatch import Dispatcher
 from narad.listen import Listeners
+from narad.log.files import OPEN_FILES
 from narad.node import Node
 
 logger = logging.getLogger("narad.server")
@@ -54,6 +55,7 @@ class Server:
         self.listeners: Listeners | None = None
         config.on_change("port", self._listen_on_port)
         config.on_change("bind", self._listen_on_addresses)
+        config.on_change("maxclients", self._check_maxclients)
         for name in ("proto-max-bulk-len", "client-query-buffer-limit"):
             config.on_change(name, self._apply_parser_limits)
 
@@ -61,6 +63,17 @@ class Server:
 
     def _listen_on_port(self, value: object) -> None:
         self._listen("Unable to listen on this port. Check server logs.")
+
+    @staticmethod
+    def _check_maxclients(value: object) -> None:
+        """More clients than the descriptor budget holds are refused with Redis's
+        text; the value is read where connections are accepted."""
+        clients_max = OPEN_FILES.clients_max
+        if int(value) > clients_max:  # type: ignore[call-overload]
+            raise BadValue(
+                "The operating system is not able to handle the specified number of "
+                f"clients, try with {clients_max}"
+            )
 
     def _listen_on_addresses(self, value: object) -> None:
         self._listen("Failed to bind to specified addresses.")

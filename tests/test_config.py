@@ -918,7 +918,7 @@ def test_a_value_that_cannot_be_applied_undoes_the_whole_set() -> None:
 # effect to apply (docs/settings.md); every other mutable setting must be applied by
 # a callback when CONFIG SET changes it. loglevel is applied by narad/serve.py.
 READ_WHERE_USED = {
-    "protected-mode", "requirepass", "maxclients", "timeout", "tcp-keepalive", "shutdown-timeout",
+    "protected-mode", "requirepass", "timeout", "tcp-keepalive", "shutdown-timeout",
     "slowlog-max-len", "latency-tracking-info-percentiles",
     "appendonly", "save", "stream-node-max-bytes", "replica-read-only",
     "checkpoint-bytes", "checkpoint-seconds", "masterauth", "masteruser",

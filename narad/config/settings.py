@@ -90,8 +90,9 @@ SETTINGS: tuple[Setting, ...] = (
         IntKind(1, UINT_MAX),
         10000,
         "Most clients connected at once; further ones are refused. Each client holds a "
-        "file descriptor, and so does each segment file of each log: at start the server "
-        "lifts its soft open-files limit to the hard one (ulimit -Hn).",
+        "file descriptor, and so does each open segment file: at start the server lifts "
+        "its soft open-files limit to the hard one (ulimit -Hn), and lowers maxclients to "
+        "what that limit holds beside 64 reserved descriptors and 64 segment files.",
         NETWORK,
     ),
     Setting(

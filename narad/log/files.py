@@ -1,4 +1,4 @@
-"""Open segment files, a bounded number at a time.
+"""Open segment files, a bounded number at a time, within the process's descriptor budget.
 
 Every segment of every log is a file, and a node with many streams, or streams of
 many segments, has more of them than a process may hold open. A segment takes its
@@ -6,6 +6,15 @@ file descriptor from here each time it needs one; past `limit` open files the le
 recently used one is closed (the file stays, and is opened again when next needed).
 Closing loses nothing: the page cache belongs to the file, not to a descriptor, so an
 fsync through any descriptor makes durable what any other wrote.
+
+The budget: the process's open-files limit, less RESERVED descriptors that are never
+lent (listeners, the data dir's lock, the files a checkpoint or an fsync thread opens
+by path, index files being written, the replication link, the event loop's own), is
+shared by client connections and cached segment files. Clients come first, up to
+`maxclients`, which the server lowers at start to leave SEGMENTS_MIN to the segments
+(`clients_max`); the segments use what the clients connected now leave (`share`), so
+a connection never finds the descriptors taken, and no opening of a file by a
+checkpoint finds them taken either.
 
 Only the event loop thread takes descriptors here. A thread that fsyncs (the journal's
 everysec thread, the checkpoint thread) opens the file by its path for that fsync
@@ -20,6 +29,18 @@ from collections import OrderedDict
 from pathlib import Path
 from typing import Protocol
 
+# Descriptors never lent to clients or cached segments (see the module docstring).
+RESERVED = 64
+# Cached segment files the clients always leave: a node serving its most clients
+# still reads and writes without reopening a file for each record.
+SEGMENTS_MIN = 64
+
+
+def process_limit() -> int:
+    """The process's soft limit on open files (a large number when unlimited)."""
+    soft, _ = resource.getrlimit(resource.RLIMIT_NOFILE)
+    return 1 << 20 if soft == resource.RLIM_INFINITY else soft
+
 
 class Segment(Protocol):
     """A segment (narad/log/segment.py), as far as its file goes."""
@@ -27,27 +48,34 @@ class Segment(Protocol):
     @property
     def path(self) -> Path: ...
 
-# Descriptors kept for everything else (client connections, listeners, the lock,
-# index and checkpoint files being written), out of the process's limit.
-RESERVED = 1024
-LIMIT_MIN = 64
-
-
-def default_limit() -> int:
-    """Half of what the process may open, or its limit less RESERVED if that is more."""
-    soft, _ = resource.getrlimit(resource.RLIMIT_NOFILE)
-    if soft == resource.RLIM_INFINITY:
-        soft = 1 << 20
-    return max(LIMIT_MIN, soft // 2, soft - RESERVED)
-
 
 class OpenFiles:
     """See the module docstring."""
 
-    def __init__(self, limit: int | None = None) -> None:
-        self.limit = default_limit() if limit is None else limit
+    def __init__(self) -> None:
+        # Descriptors for clients and segments together, and the most open segments.
+        self.budget = process_limit() - RESERVED
+        self.limit = self.budget
         self._open: OrderedDict[Segment, int] = OrderedDict()
         self.opens = 0  # files opened again after being closed for the limit
+
+    def fit(self, open_files_limit: int) -> None:
+        """Budget from the process's limit `open_files_limit` (as the server set it)."""
+        self.budget = open_files_limit - RESERVED
+        self.share(0)
+
+    @property
+    def clients_max(self) -> int:
+        """The most clients the budget holds with SEGMENTS_MIN left (< 1: none)."""
+        return self.budget - SEGMENTS_MIN
+
+    def share(self, clients: int) -> None:
+        """`clients` connections hold descriptors now: the segments may keep the rest
+        of the budget open (at least SEGMENTS_MIN), closing the least recently used
+        files past it at once."""
+        self.limit = max(SEGMENTS_MIN, self.budget - clients)
+        if len(self._open) > self.limit:
+            self.refit()
 
     def fd(self, seg: Segment) -> int:
         """`seg`'s descriptor, opening its file if it is not open now."""
