@@ -262,8 +262,11 @@ class Journal:
         self.epoch = self.log.epoch  # the leader epoch commits carry
         self._epoch_begun = False  # the next commit is the first of `epoch`
         self._waiters: asyncio.Future[None] | None = None
-        # (its first position, the frames) of the journal records the last commit
-        # wrote, as in the file: what the leader sends its replicas from memory.
+        # (its first position, the frames) of the journal record the last commit
+        # wrote, as in the file: what the leader sends its replicas from memory. A
+        # commit in several records leaves it empty, so that no message to a replica
+        # holds more than one record or a chunk of them (a replica refuses a larger
+        # one: narad/replication/follower.py).
         self.tail: tuple[int, bytearray] = (self.position, bytearray())
         self.tail_records = 0
         # Called once a commit's records are in the journal's file, before the fsync
@@ -502,7 +505,10 @@ class Journal:
         for i, part in enumerate(parts):
             flags = FLAG_CONTINUES if i + 1 < len(parts) else 0
             journal.append(part, flags=flags, timestamp_ms=now, epoch=self.epoch)
-        self.tail = journal.pending_frames()
+        if len(parts) == 1:
+            self.tail = journal.pending_frames()
+        else:  # replicas get it from the file, a chunk at a time (see `tail`)
+            self.tail = (journal.next_offset, bytearray())
         self.tail_records = journal.next_offset - self.tail[0]
         journal.write()
         if journal.active.base_offset != self._newest:  # the journal rolled

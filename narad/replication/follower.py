@@ -30,7 +30,6 @@ from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
 import anyio
-import hiredis
 
 from narad.log import LogFailed, format
 from narad.log.journal import FLAG_CONTINUES, BadCommit, decode_commit
@@ -39,6 +38,8 @@ from narad.replication.apply import Diverged, apply_appended
 from narad.replication.fullcopy import CopyIn
 from narad.replication.wire import LinkError
 from narad.resp.encoder import encode_request
+from narad.resp.errors import ProtocolError, QueryBufferLimit
+from narad.resp.parser import PurePythonRequestParser
 
 if TYPE_CHECKING:
     from narad.replication.host import Host
@@ -48,6 +49,14 @@ logger = logging.getLogger("narad.replication")
 RETRY_S = 1.0
 ACK_INTERVAL_S = 1.0
 RECEIVE_BYTES = 1 << 20
+# The largest bulk a leader's message holds: whole records, at most one record's frame
+# or a chunk of about 1 MiB (narad/replication/leader.py, fullcopy.py; a commit in
+# several records is sent from the file a chunk at a time: narad/log/journal.py's
+# `tail`). A leader that announces a larger one is refused before any of it is read,
+# so this, and one read, bound what a replica holds of a message.
+BULK_BYTES_MAX = format.LENGTH_BYTES + format.RECORD_BYTES_MAX
+# A handshake reply is one line (+OK, +CONTINUE ..., -ERR ...).
+REPLY_LINE_MAX = 64 * 1024
 LINK_LOST = (OSError, anyio.BrokenResourceError, anyio.EndOfStream, TimeoutError)
 
 
@@ -59,9 +68,10 @@ def _first(exc: BaseException) -> BaseException:
 
 
 class Refused(Exception):
-    """The leader sent a journal record this node cannot read (not a commit of this
-    node's journal version): it is neither appended nor acknowledged, and this node
-    stops following that leader until REPLICAOF says again."""
+    """The leader sent what this node cannot read (a journal record that is not a
+    commit of this node's journal version, a message over BULK_BYTES_MAX, bytes that
+    are no message): it is neither appended nor acknowledged, and this node stops
+    following that leader until REPLICAOF says again."""
 
 
 def _epoch(word: str | bytes | int) -> int:
@@ -325,12 +335,21 @@ class Follower:
 
 
 class _Link:
-    """A connection to the leader: requests and replies, then its pushed messages."""
+    """A connection to the leader: requests and their one-line replies, then its
+    pushed messages, each an array of bulk strings no larger than BULK_BYTES_MAX.
+
+    The messages are read by the reference request parser (narad/resp/parser.py),
+    with its bounds: it refuses a bulk announced over the limit before reading it,
+    and copies a large bulk once (the leader's messages are mostly chunks of
+    records)."""
 
     def __init__(self, stream: anyio.abc.SocketStream, timeout_s: int) -> None:
         self.stream = stream
         self.timeout_s = timeout_s
-        self.reader = hiredis.Reader(encoding=None)
+        self._lines = bytearray()  # received during the handshake, not yet a reply
+        self.parser = PurePythonRequestParser(
+            max_bulk_len=BULK_BYTES_MAX, max_query_buffer=BULK_BYTES_MAX + 2 * RECEIVE_BYTES
+        )
         self._fd = stream.extra(anyio.abc.SocketAttribute.raw_socket).fileno()
         self._unsent = bytearray()
 
@@ -355,28 +374,50 @@ class _Link:
         del self._unsent[:sent]
 
     async def call(self, *args: Any) -> str:
-        """Send one request; its reply as text, or LinkError for an error reply."""
+        """Send one request; its reply (a simple string) as text, or LinkError for an
+        error reply or anything else."""
         await self.send(encode_request([str(arg).encode() for arg in args]))
-        while True:
-            reply = self.reader.gets()
-            if reply is not False:
-                break
-            self.reader.feed(await self.stream.receive(RECEIVE_BYTES))
-        if isinstance(reply, hiredis.ReplyError):
+        while (end := self._lines.find(b"\r\n")) < 0:
+            if len(self._lines) > REPLY_LINE_MAX:
+                raise LinkError(f"the reply to {args[0]} is over {REPLY_LINE_MAX} bytes")
+            self._lines += await self.stream.receive(RECEIVE_BYTES)
+        line = bytes(self._lines[:end])
+        del self._lines[: end + 2]
+        reply = line[1:].decode("utf-8", "replace")
+        if line[:1] == b"-":
             raise LinkError(f"{args[0]} refused: {reply}")
-        if isinstance(reply, bytes):
-            return reply.decode("utf-8", "replace")
-        raise LinkError(f"unexpected reply to {args[0]}: {reply!r:.100}")
+        if line[:1] == b"+":
+            return reply
+        raise LinkError(f"unexpected reply to {args[0]}: {line!r:.100}")
 
     async def receive(self) -> list[Any]:
         """The messages that whole reads brought (at least one); LinkError after
-        `repl-timeout` seconds with nothing."""
-        messages: list[Any] = []
+        `repl-timeout` seconds with nothing, Refused for bytes that are no message
+        or a bulk over BULK_BYTES_MAX."""
+        if self._lines:  # pushed right after the handshake's last reply
+            self._feed(bytes(self._lines))
+            self._lines.clear()
         while True:
-            while (message := self.reader.gets()) is not False:
-                messages.append(message)
+            try:
+                messages = self.parser.commands()
+            except ProtocolError as exc:
+                raise Refused(_unreadable(exc.message)) from None
             if messages:
                 return messages
             with anyio.fail_after(self.timeout_s):
                 data = await self.stream.receive(RECEIVE_BYTES)
-            self.reader.feed(data)
+            self._feed(data)
+
+    def _feed(self, data: bytes) -> None:
+        try:
+            self.parser.feed(data)
+        except QueryBufferLimit as exc:
+            raise Refused(_unreadable(str(exc))) from None
+
+
+def _unreadable(why: str) -> str:
+    """Why the leader's bytes are refused."""
+    return (
+        f"the leader's message cannot be read (a bulk holds at most {BULK_BYTES_MAX} "
+        f"bytes: one journal record): {why}"
+    )
