@@ -378,6 +378,7 @@ def _queues(s: Node) -> Fields:
         ("queue_push_consumers", s.queues.consuming),
         ("queue_subscriptions", sum(len(q.subs) for q in queues)),
         ("queue_clock_frozen", int(s.queues.clock.frozen_ms is not None)),
+        ("queue_clock_skew_ms", s.queues.clock.skew_ms()),
     ]
 
 

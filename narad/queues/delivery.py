@@ -8,10 +8,13 @@
 - The timer: one loop timer (Timers) at the earliest deadline or delay of any queue;
   when it fires, due messages become visible (or are dead-lettered) and waiters are
   woken. A frozen clock arms no timer: it moves only by DEBUG CLOCK, which ticks.
+  The clock moves with elapsed time, not with the wall clock (narad/clock.py): a step
+  of the wall clock is only logged.
 """
 
 from __future__ import annotations
 
+import logging
 from typing import TYPE_CHECKING
 
 from narad.errors import CommandError
@@ -35,6 +38,11 @@ if TYPE_CHECKING:
     from narad.queues.queue import Queue
 
 Delivered = tuple[Record, bytes, int]  # a delivered message: record, receipt, receives
+
+# A step of the wall clock at least this large is logged (event=wall_clock_jump).
+JUMP_LOGGED_MS = 1000
+
+logger = logging.getLogger("narad.queues")
 
 
 class Delivery:
@@ -161,7 +169,13 @@ class Delivery:
         """Deadlines and delays due now take effect in every queue."""
         self._timer = None
         self.commits.apply_held_back()
-        now = self.clock.now_ms()
+        clock = self.clock
+        jump = clock.wall_jump_ms(JUMP_LOGGED_MS)
+        if jump:
+            logger.warning(
+                "event=wall_clock_jump jump_ms=%d queue_clock_skew_ms=%d", jump, clock.skew_ms()
+            )
+        now = clock.now_ms()
         earliest = None
         for queue in list(self.queues()):
             self._expire(queue, now)

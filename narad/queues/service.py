@@ -21,12 +21,13 @@ leave only after the commit that makes their ops durable.
 from __future__ import annotations
 
 import asyncio
+import logging
 from typing import TYPE_CHECKING
 
 from narad.clock import Clock
 from narad.errors import no_queue
 from narad.queues.dead_letters import DeadLetters
-from narad.queues.delivery import Delivery
+from narad.queues.delivery import JUMP_LOGGED_MS, Delivery
 from narad.queues.fanout import FanOut
 from narad.queues.push import PushServing
 from narad.queues.queue import new_secret
@@ -38,6 +39,8 @@ if TYPE_CHECKING:
     from narad.keyspace import Keyspace
     from narad.queues.queue import Queue
     from narad.streams.stream import Stream
+
+logger = logging.getLogger("narad.queues")
 
 
 class QueueService(Delivery, DeadLetters, FanOut, PushServing):
@@ -77,8 +80,13 @@ class QueueService(Delivery, DeadLetters, FanOut, PushServing):
     # -- lifecycle --------------------------------------------------------------------
 
     def opened(self) -> None:
-        """After the keyspace opened: settings into the logs, subscription positions
+        """The node begins to lead (start, promotion): the clock reads the wall clock
+        (the deadlines in the state were timed by another process, or by a lead of this
+        one that ended), settings go into the logs, subscription positions are
         recovered, timers armed."""
+        moved = self.clock.anchor()
+        if not -JUMP_LOGGED_MS < moved < JUMP_LOGGED_MS:
+            logger.warning("event=queue_clock_anchored moved_ms=%d", moved)
         for queue in list(self.queues()):
             if queue.secret is None:  # made before receipts were signed
                 queue.stream.log_op(["q.secret", new_secret()])
