@@ -102,7 +102,8 @@ def _add_check(subparsers: Subparsers) -> None:
             "and check the checkpoints; in a data dir, hold the journal against every log "
             "(its checkpoint, each commit since it, each log's end and record bytes), and "
             "replay the metadata log and every stream's state log as a server would and "
-            "report each op that cannot be applied. A check may run beside a server (read-only); "
+            "report each op that cannot be applied, and each stream log that makes its key "
+            "unavailable at start. A check may run beside a server (read-only); "
             "--repair takes the data dir's lock and is refused while a server holds it. "
             "Exit code: 0 clean (or everything repaired), 1 problems remain (or the "
             "data dir is in use), 2 nothing to check or a usage error."
@@ -117,7 +118,10 @@ def _add_check(subparsers: Subparsers) -> None:
         help="truncate a torn tail of a last segment and rewrite bad indexes; "
         "remove metadata ops that cannot be applied; truncate a stream's state log at "
         "its op that cannot be applied; recover the data dir when the journal ends in a "
-        "torn commit or a log holds records past it; corruption is never repaired",
+        "torn commit or a log holds records past it; cut a stream's log that makes its key "
+        "unavailable before its first missing or unreadable record, keeping what the "
+        "journal holds after it (the records dropped are lost); other corruption is never "
+        "repaired",
     )
     parser.set_defaults(run=_run_check)
 
@@ -138,6 +142,7 @@ def _run_check(args: argparse.Namespace) -> int:
         with Progress(scan_bytes(folders), label="checking") as bar:
             report = check_logs(folders, args.repair, bar)
         report.problems += _journal_problems(root, args.repair and report.clean)
+        report.problems += _key_problems(root, report, args.repair)
         sound = args.repair and report.clean
         report.problems += _replay_problems(root, sound)
     finally:
@@ -212,12 +217,42 @@ def _journal_problems(root: Path, repair: bool) -> list[Problem]:
     return problems
 
 
+def _key_problems(root: Path, report: CheckReport, repair: bool) -> list[Problem]:
+    """The stream logs that make their keys unavailable at start (narad/repair.py's
+    check_keys), whose other problems become repairable. With `repair`, when every
+    problem left is repairable, those logs are cut and the data dir recovered
+    (repair_keys), then the logs, the journal and the keys are checked again: when
+    all is clean, every problem found so far counts as repaired."""
+    from narad.check_journal import check_journal
+    from narad.log.check import check_logs, find_logs
+    from narad.log.log import LogFailed
+    from narad.log.opening import LogCorrupted
+    from narad.machines import stream_machines
+    from narad.repair import check_keys, repair_keys
+
+    found = check_keys(root, report.problems)
+    if not (repair and found and all(p.repairable for p in report.remaining)):
+        return found
+    try:
+        repair_keys(root, stream_machines())
+    except (LogCorrupted, LogFailed, OSError) as exc:
+        print(f"narad check: repairing the keys of {root} failed: {exc}", file=sys.stderr)
+        return found
+    again = check_logs(find_logs(root)).problems + check_journal(root)
+    if not again and not check_keys(root, again):
+        for problem in [*report.problems, *found]:
+            problem.repaired = True
+        report.unlisted = 0  # they lay in the logs just found clean
+    return found
+
+
 def _replay_problems(root: Path, repair: bool) -> list[Problem]:
     """The data dir's ops that replay cannot apply: metadata ops (narad/metalog.py)
     and state ops (narad/streams/stream.py), checked and mended by narad/repair.py.
     With `repair` (only when the logs themselves are sound), each kind is mended (the
     metadata log compacted into what applied, a state log truncated at its op), then
     checked again."""
+    from narad.log.opening import LogCorrupted
     from narad.machines import stream_machines
     from narad.metalog import check_metadata
     from narad.repair import check_states, repair_metadata, repair_states
@@ -231,8 +266,12 @@ def _replay_problems(root: Path, repair: bool) -> list[Problem]:
     for check, mend in kinds:
         problems = check(root)
         if problems and repair:
-            mend(root)
-            if not check(root):
+            try:
+                mend(root)
+            except LogCorrupted as exc:  # a key's log is unavailable: nothing was changed
+                print(f"narad check: repairing {root} failed: {exc}", file=sys.stderr)
+                repair = False
+            if repair and not check(root):
                 for problem in problems:
                     problem.repaired = True
         found += problems

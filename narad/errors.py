@@ -63,6 +63,17 @@ def unknown_subcommand(sub: bytes, command: str) -> CommandError:
     return CommandError(f"unknown subcommand '{_clip(sub)}'. Try {command.upper()} HELP.")
 
 
+def clip(arg: bytes) -> str:
+    """A client's bytes (a key) as an error reply shows them: clipped, raw bytes as
+    they came."""
+    return _clip(arg)
+
+
+def io_error_on(doing: str, path: object, exc: OSError) -> CommandError:
+    """IOERR: `doing` met I/O error `exc` on file or folder `path` (nothing was done)."""
+    return CommandError(f"{doing} failed on {path}: {exc.strerror or exc}", "IOERR")
+
+
 def _clip(arg: bytes, limit: int = 128) -> str:
     text = arg[:limit].decode("utf-8", "surrogateescape")  # raw bytes echoed, as Redis does
     return text.replace("\r", " ").replace("\n", " ")

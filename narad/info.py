@@ -362,6 +362,8 @@ def _narad(s: Node) -> Fields:
         ("checkpoint_log_fsyncs", cp.stats.log_fsyncs),
         ("checkpoint_last_seconds", f"{cp.stats.last_s:.3f}"),
         ("streams", len(streams)),
+        ("unavailable_keys", len(s.keyspace.unavailable)),
+        ("checkpoints_held", int(s.keyspace.logs_unavailable())),
         ("log_bytes", sum(st.data.size_bytes + st.state.size_bytes for st in streams)),
         ("data_dir", str(s.keyspace.root)),
         *_queues(s),

@@ -30,6 +30,18 @@ key up with the fault's error. Only a delete (DEL, UNLINK, FLUSHDB, FLUSHALL, Q.
 RENAME over it) reaches it, through `find`; the key is still listed (`names`), and
 it moves with SWAPDB. A healthy key's lookup costs nothing more.
 
+A stream whose log cannot be used at start (a LogFault: the log cannot be opened, it
+lacks records the journal no longer holds, or its state log cannot be read) is
+unavailable the same way, and more: its logs are closed and out of the journal, and
+the stream in `streams` holds logs that were never opened, so nothing reads or writes
+its files until it is deleted or `narad check --repair` mends it. The journal's
+records for it are not replayed; so that none is lost, no checkpoint is taken while
+such a key is there (`logs_unavailable`): the journal is kept whole from the
+checkpoint in force, and every start replays it again (docs/durability.md).
+
+A new key's folder is made before its create op is logged: a folder that cannot be
+made answers IOERR naming the path and logs nothing (`create_stream`).
+
 Owned by the event loop thread.
 """
 
@@ -40,14 +52,25 @@ import os
 import shutil
 import time
 from collections.abc import Callable, Collection
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 import msgpack
 
+from narad import errors
 from narad.config import Config
 from narad.config.kinds import BadValue
-from narad.log import FsyncPolicy, Log, LogConfig, LogCorrupted, LogFailed, install, truncation
+from narad.log import (
+    CorruptSegment,
+    FsyncPolicy,
+    Log,
+    LogConfig,
+    LogCorrupted,
+    LogFailed,
+    install,
+    truncation,
+)
 from narad.log import checkpointer as checkpoints
 from narad.log.checkpointer import Checkpoint, Checkpointer, KeptForReplicas
 from narad.log.journal import (
@@ -55,16 +78,18 @@ from narad.log.journal import (
     KIND_META,
     KIND_STATE,
     Journal,
+    describe_key,
     journal_config,
     log_key,
 )
 from narad.log.lock import FolderBusy, lock_folder
+from narad.log.log import wall_clock_ms
 from narad.log.recovery import Replay
 from narad.machines import stream_machines
 from narad.metalog import MetaState
 from narad.schema.keyspace import StreamSchemas
 from narad.streams.machines import Machines
-from narad.streams.stream import Stream, log_records
+from narad.streams.stream import StateFault, Stream, log_records
 
 logger = logging.getLogger("narad.keyspace")
 
@@ -74,6 +99,16 @@ STATE_SEGMENT_BYTES = 8 * 1024 * 1024
 
 # Another process (a server, `narad check --repair`) holds the data dir's lock.
 DataDirBusy = FolderBusy
+
+
+@dataclass(frozen=True)
+class LogFault(StateFault):
+    """A stream's log that could not be used at start (see the module doc): `log`
+    names it (streams/<uid>/data, .../state, or streams/<uid> when the stream's
+    logs could not be opened), `what` says why; `offset` is -1 (no op is to blame)."""
+
+    def describe(self) -> str:
+        return f"its log {self.log} cannot be used: {self.what}"
 
 
 class Keyspace:
@@ -118,19 +153,23 @@ class Keyspace:
 
     # -- opening ------------------------------------------------------------------------
 
-    def open(self, locked: bool = False) -> None:
+    def open(self, locked: bool = False, repairing: bool = False) -> None:
         """Open the data dir: the journal, then the metadata log, then every stream's
         logs, each given by the journal what it lacks (narad/log/recovery.py), then
         the streams' state from their state logs; then a checkpoint, so that the
-        next start replays nothing of this one's recovery. With `locked`, the caller
-        holds the data dir's lock (narad check --repair)."""
+        next start replays nothing of this one's recovery (none while a key's log is
+        unavailable). With `locked`, the caller holds the data dir's lock (narad check
+        --repair). With `repairing` (narad/repair.py's repair_keys), a stream's log
+        that lacks records the journal no longer holds keeps the records it holds,
+        and the journal's records for it that cannot follow them are lost (logged):
+        the checkpoint this open ends with no longer replays them."""
         start = time.monotonic()
         self.root.mkdir(parents=True, exist_ok=True)
         if not locked:
             self._lock()
         try:
             install.finish(self.root)  # a full copy a crash stopped half way
-            self._open()
+            self._open(repairing)
         except BaseException:
             self._release()
             raise
@@ -162,7 +201,7 @@ class Keyspace:
             os.close(self._lock_fd)
             self._lock_fd = -1
 
-    def _open(self) -> None:
+    def _open(self, repairing: bool = False) -> None:
         segment_bytes = int(self.config["journal-segment-bytes"])  # type: ignore[call-overload]
         self.journal = journal = Journal(self.root, self.policy, segment_bytes)
         at = self._replay_from()
@@ -185,17 +224,44 @@ class Keyspace:
         streams_dir.mkdir(exist_ok=True)
         opened = [self._open_stream(uid, db, key) for uid, (db, key) in state.names.items()]
         streams = {key: log for key, log in journal.logs.items() if key != log_key(0, KIND_META)}
-        replay.run(streams, "stream logs")
+        refused: dict[int, str] = {}  # log key -> why it cannot take the journal's records
+        replay.run(streams, "stream logs", refused)
         for key, log in journal.logs.items():
-            if key:
+            if not key or key in refused:
+                continue
+            try:
                 replay.cut_to_journal(key, log)
+            except (LogCorrupted, LogFailed) as exc:
+                refused[key] = str(exc)
+        for key, why in refused.items():
+            if repairing:
+                self.journal.logs[key].adopt_journaled()
+                logger.warning(
+                    "event=records_lost log=%s reason=%s; the log keeps the %d records it "
+                    "holds (narad check --repair)", self.root / describe_key(key), why,
+                    self.journal.logs[key].next_offset,
+                )
+            else:
+                self._out_of_service(self.streams[key >> 2], describe_key(key), why)
         for stream in opened:
-            stream.load()
+            if stream.fault is None:
+                try:
+                    stream.load()
+                except (CorruptSegment, LogFailed, OSError) as exc:
+                    self._out_of_service(stream, describe_key(log_key(stream.uid, KIND_STATE)),
+                                         str(exc))
             if stream.fault is None:
                 self.dbs[stream.db][stream.key] = stream
                 continue
             self.unavailable[stream.db, stream.key] = stream
             fault = stream.fault
+            if isinstance(fault, LogFault):
+                logger.error(
+                    "event=key_unavailable log=%s stream_uid=%d key=%r reason=%s; the key is "
+                    "unavailable until deleted or repaired (run narad check --repair)",
+                    self.root / fault.log, stream.uid, stream.key, fault.what,
+                )
+                continue
             logger.error(
                 "state op cannot be applied: log=%s offset=%d stream_uid=%d key=%r "
                 "reason=%s; the key is unavailable until deleted or repaired (run narad "
@@ -216,6 +282,13 @@ class Keyspace:
         for key, log in journal.logs.items():
             if at.trust_logs or key in changed:
                 journal.touched[log] = None
+        if self.logs_unavailable():
+            logger.warning(
+                "event=checkpoints_held position=%d: a key's log is unavailable, so no "
+                "checkpoint is taken and the journal is kept whole from this position "
+                "until every such key is repaired or deleted", at.position,
+            )
+            return
         self.checkpointer.run_now()
 
     def _replay_from(self) -> Checkpoint:
@@ -254,7 +327,9 @@ class Keyspace:
             fsync=self.policy,
         )
 
-    def _open_stream(self, uid: int, db: int, key: bytes) -> Stream:
+    def _stream(self, uid: int, db: int, key: bytes) -> Stream:
+        """Open stream `uid`'s logs (its folder made if needed) and take it into the
+        keyspace and the journal; raises as Log.open does."""
         stream = Stream(
             uid,
             self.root / "streams" / str(uid),
@@ -269,6 +344,63 @@ class Keyspace:
         self.journal.register(log_key(uid, KIND_DATA), stream.data)
         self.journal.register(log_key(uid, KIND_STATE), stream.state)
         return stream
+
+    def _open_stream(self, uid: int, db: int, key: bytes) -> Stream:
+        """The stream the metadata log names, at start: one whose logs cannot be
+        opened is a stream without logs, unavailable (see the module doc)."""
+        try:
+            return self._stream(uid, db, key)
+        except (LogCorrupted, OSError) as exc:
+            why = str(exc)
+            logs = [describe_key(log_key(uid, kind)) for kind in (KIND_DATA, KIND_STATE)]
+            log = next((log for log in logs if f"{self.root / log}{os.sep}" in why), None)
+            stream = self._without_logs(uid, db, key)
+            self._out_of_service(stream, log or f"streams/{uid}", why)
+            return stream
+
+    def _without_logs(self, uid: int, db: int, key: bytes) -> Stream:
+        """Stream `uid` holding nothing, its logs never opened (`_unopened_logs`)."""
+        folder = self.root / "streams" / str(uid)
+        stream = Stream.__new__(Stream)
+        stream.uid, stream.folder = uid, folder
+        stream.journal, stream.machines = self.journal, self.machines
+        stream._handlers, stream._note = self.machines.handlers, self.journal.note
+        stream.data, stream.state = self._unopened_logs(folder)
+        stream._init_state()
+        stream.db, stream.key = db, key
+        self.streams[uid] = stream
+        return stream
+
+    def _unopened_logs(self, folder: Path) -> tuple[Log, Log]:
+        """A data and a state log for stream folder `folder`, made but never opened:
+        they hold no segment, so nothing (closing them included) touches a file."""
+        data = Log(folder / "data", self.log_config(), wall_clock_ms)
+        state = Log(folder / "state", self.log_config(STATE_SEGMENT_BYTES), wall_clock_ms)
+        data.closed = state.closed = True
+        return data, state
+
+    def _out_of_service(self, stream: Stream, log: str, why: str) -> None:
+        """At start: `stream`'s log `log` cannot be used, for reason `why`. Its logs
+        leave the journal and are closed, logs never opened take their place, and its
+        fault (a LogFault) makes it unavailable."""
+        if stream.fault is not None:
+            return
+        for opened in (stream.data, stream.state):
+            self.journal.unregister(opened)
+            if not opened.closed:
+                opened.close()
+        stream.data, stream.state = self._unopened_logs(stream.folder)
+        db, key = stream.db, stream.key
+        stream._init_state()  # nothing of what a replay cut short is kept
+        stream.db, stream.key = db, key
+        why = why.replace(f"{self.root}{os.sep}", "").removesuffix(" (run narad check)")
+        what = " ".join(why.split())[:300]
+        stream.fault = LogFault(-1, stream.uid, what, log)
+
+    def logs_unavailable(self) -> bool:
+        """Whether a key is unavailable because its log cannot be used: then no
+        checkpoint may be taken (see the module doc)."""
+        return any(isinstance(s.fault, LogFault) for s in self.unavailable.values())
 
     def _remove_orphans(self, streams_dir: Path, live: set[int]) -> None:
         for path in streams_dir.iterdir():
@@ -323,15 +455,29 @@ class Keyspace:
         return [*self.dbs[db], *(key for at, key in self.unavailable if at == db)]
 
     def create_stream(self, db: int, key: bytes) -> Stream:
+        """A new stream at `key`. Its folder and logs are made first: when they cannot
+        be (an I/O error), the reply is IOERR naming the path, and nothing is logged
+        nor left behind."""
         assert key not in self.dbs[db]
         uid = self.meta_state.next_uid
+        folder = self.root / "streams" / str(uid)
+        existed = folder.exists()
+        try:
+            stream = self._stream(uid, db, key)
+        except OSError as exc:
+            if not existed:
+                shutil.rmtree(folder, ignore_errors=True)
+            raise errors.io_error_on(f"creating key '{errors.clip(key)}'",
+                                     exc.filename or folder, exc) from None
         self._meta_op(["create", uid, db, key])
-        return self._created(uid, db, key)
+        return self._loaded(stream)
 
     def _created(self, uid: int, db: int, key: bytes) -> Stream:
-        stream = self._open_stream(uid, db, key)
+        return self._loaded(self._stream(uid, db, key))
+
+    def _loaded(self, stream: Stream) -> Stream:
         stream.load()
-        self.dbs[db][key] = stream
+        self.dbs[stream.db][stream.key] = stream
         return stream
 
     def delete(self, db: int, key: bytes) -> bool:
@@ -444,6 +590,8 @@ class Keyspace:
         self.remove_doomed()
 
     def checkpoint_due(self) -> bool:
+        if self.unavailable and self.logs_unavailable():
+            return False
         c = self.config
         return self.checkpointer.due(
             int(c["checkpoint-bytes"]), int(c["checkpoint-seconds"])  # type: ignore[call-overload]
@@ -510,7 +658,8 @@ class Keyspace:
             return
         try:
             self.commit()
-            self.checkpointer.run_now()
+            if not self.logs_unavailable():
+                self.checkpointer.run_now()
             self.remove_doomed()  # those a running checkpoint held back
         except LogFailed as exc:
             logger.error("closing: %s; the next start recovers from the journal", exc)

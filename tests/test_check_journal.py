@@ -123,7 +123,8 @@ def test_a_stray_record_appended_to_a_data_log_is_reported(tmp_path: Path) -> No
     assert "1 records past its end in the journal (offsets 5..5" in out[0]
 
 
-def test_a_data_log_cut_below_the_checkpoint_is_not_repairable(tmp_path: Path) -> None:
+def test_a_data_log_cut_below_the_checkpoint_is_repaired_by_its_key(tmp_path: Path) -> None:
+    """The records lost are lost; the key is brought back with those its log holds."""
     data_dir(tmp_path)
     path = segment(tmp_path / "streams" / "1" / "data")
     cut = records(path)[3].position  # a record boundary: the log itself stays sound
@@ -131,12 +132,20 @@ def test_a_data_log_cut_below_the_checkpoint_is_not_repairable(tmp_path: Path) -
         f.truncate(cut)
     code, out = narad_check(tmp_path)
     assert code == 1
-    assert kinds(out) == ["log-behind"]
+    assert kinds(out) == ["log-behind", "key"]
     assert "ends at offset 3 but the journal checkpoint says it held 5 records" in out[0]
     assert "offsets 3..4 are lost" in out[0]
-    assert out[0].endswith("[not repairable automatically]")
+    assert out[0].endswith("[repairable with --repair]")
+    assert "key 's' (db 0) is unavailable at start: the log lacks records" in out[1]
     code, out = narad_check(tmp_path, "--repair")
-    assert code == 1 and kinds(out) == ["log-behind"]
+    assert code == 0 and kinds(out) == ["log-behind", "key"], out
+    assert all(line.endswith("[repaired]") for line in out[:-1])
+    code, out = narad_check(tmp_path)
+    assert code == 0 and len(out) == 1 and out[0].endswith(": clean"), out
+    store = open_store(tmp_path)
+    stream = store.get(0, b"s")
+    assert stream is not None and stream.length == 3
+    store.close()
 
 
 def test_a_missing_checkpoint_is_reported(tmp_path: Path) -> None:

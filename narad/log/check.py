@@ -22,9 +22,20 @@ into problem kinds:
 - commit, log-behind, log-ahead: a data dir's journal against its logs (found by
   narad/check_journal.py, which also reports a commit whose last part is missing
   as a torn-tail, and log bytes that differ from the journal's as corrupt).
+- key: a stream's log that makes its key unavailable at a server's start (found and
+  repaired by narad/repair.py's check_keys and repair_keys, not here: the log is cut
+  where `salvage` says, the journal's records it cannot take are dropped). Its log's
+  corrupt, offsets, empty-segment and log-behind problems are then repairable too.
 
 With `repair`, a torn tail is truncated (ftruncate, then fsync) and each bad index is
-rewritten. Nothing else is ever written, renamed or deleted.
+rewritten. Nothing else is ever written, renamed or deleted here.
+
+`salvage` reads a log folder as an open reads it and says where the log must be cut
+for an open to take it (the damage above that an open refuses: a segment missing, a
+record that fails its checks in a sealed segment past its index's last entry, an
+offset out of place, an empty segment that is not the last): the records before the
+first such place are kept, every record from it on is dropped. narad/repair.py
+applies it to a stream's logs.
 
 Never: open a log through Log.open (its recovery truncates and rewrites files), hold a
 whole segment in memory (reads are chunked; only one record larger than a chunk is
@@ -96,6 +107,7 @@ class Kind(enum.Enum):
     COMMIT = "commit"  # a journal record that is not a commit (narad/check_journal.py)
     LOG_BEHIND = "log-behind"  # a log lacks records the journal no longer holds
     LOG_AHEAD = "log-ahead"  # a log holds records past its end in the journal
+    KEY = "key"  # a stream's log that makes its key unavailable (narad/repair.py)
 
 
 @dataclass
@@ -354,6 +366,74 @@ def scan_bytes(folders: list[Path]) -> int:
     return total
 
 
+# -- salvage ---------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class Salvage:
+    """Where a damaged log is cut so that it opens (see the module doc): records from
+    `end` on are dropped, `why` the log cannot go on there."""
+
+    end: int  # the first offset dropped
+    records_end: int  # the offset after the last valid record the files hold
+    why: str  # one line
+    drop: list[Path]  # segment files wholly dropped, oldest first
+    cut: tuple[Path, int] | None  # the segment that keeps records before `end`, cut at that byte
+
+
+def salvage(folder: Path, whole: bool = False) -> Salvage | None:
+    """How to cut the log in `folder` so that it opens, or None when it opens as it is
+    (read-only). Each segment is read as the open reads it (narad/log/opening.py): a
+    sealed one from its index's last entry when the index is usable, else whole; the
+    last one whole, where a bad record is a tail recovery truncates, not damage. So
+    damage an open does not see (before a trusted index entry) is left to reads,
+    which refuse it. With `whole`, every sealed segment is read whole: a log that is
+    read to its end at start (a state log) is cut at damage anywhere."""
+    segments = list_segments(folder)
+    expected: int | None = None
+    records_end = segments[-1][0] if segments else 0
+    found: tuple[int, str, int, int | None] | None = None  # (end, why, segment index, byte)
+    for i, (base, path) in enumerate(segments):
+        last = i == len(segments) - 1
+        if found is None and expected is not None and base != expected:
+            found = (expected, f"{path.name} starts at offset {base}, not {expected}", i, None)
+        with SegmentFile(path) as f:
+            if found is None and f.size == 0 and not last:
+                found = (base, f"{path.name} is empty and not the last segment", i, None)
+            position, expected = (0, base) if last or whole else _trusted_entry(f)
+            for rec in f.records(position):
+                if found is None and rec.offset != expected:
+                    found = (expected, f"{path.name} holds offset {rec.offset} at byte "
+                             f"{rec.position} where {expected} was expected", i, rec.position)
+                expected = rec.offset + 1
+                records_end = max(records_end, expected)
+            bad = f.bad
+            if found is None and bad is not None and not last:
+                found = (expected, f"{path.name}: {bad.reason} at byte {bad.position} of a "
+                         "sealed segment", i, bad.position)
+    if found is None:
+        return None
+    end, why, at, byte = found
+    if not byte:
+        drop, cut = [path for _, path in segments[at:]], None
+    else:
+        drop, cut = [path for _, path in segments[at + 1 :]], (segments[at][1], byte)
+    return Salvage(end, records_end, why, drop, cut)
+
+
+def _trusted_entry(f: SegmentFile) -> tuple[int, int]:
+    """(byte position, offset) an open of sealed segment `f` scans from: its index's
+    last entry when the index is structurally valid and that entry names a valid
+    record with its offset and ID, else the segment's start."""
+    index = SparseIndex.load(f.path.with_suffix(INDEX_SUFFIX))
+    if index is not None and index.structurally_valid(f.base_offset, f.size):
+        offset, position, id_ms, id_seq = index.entry(len(index) - 1)
+        rec = f.record_at(position)
+        if rec is not None and (rec.offset, rec.id_ms, rec.id_seq) == (offset, id_ms, id_seq):
+            return position, offset
+    return 0, f.base_offset
+
+
 # -- checking ------------------------------------------------------------------------
 
 
@@ -399,9 +479,13 @@ class _LogCheck:
         self.report.logs += 1
         try:
             segments = list_segments(self.folder)
+            strays = [path for path in self.folder.iterdir()
+                      if parse_segment_name(path.name) is not None and not path.is_file()]
         except OSError as exc:
             self.add(Problem(Kind.IO_ERROR, self.folder, None, f"cannot list: {exc}"))
             return
+        for path in strays:  # the log does not open with it there
+            self.add(Problem(Kind.IO_ERROR, path, None, "named as a segment but not a file"))
         for i, (_, path) in enumerate(segments):
             self._segment(path, is_last=i == len(segments) - 1)
         self._checkpoints()

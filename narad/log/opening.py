@@ -14,8 +14,9 @@ What the opening trusts, and what it does not:
   record: the first record that fails its checks ends the log, and the bytes from it
   on are truncated (quietly when they are all zero: space reserved ahead of writes).
 - A valid record with an offset other than the next one, a bad record or no record in
-  a sealed segment, and segments that do not follow each other are damage no crash
-  causes: the open fails with LogCorrupted, and nothing is truncated for it.
+  a sealed segment, segments that do not follow each other, and a segment's name on
+  something that is not a file are damage no crash causes: the open fails with
+  LogCorrupted, and nothing is truncated for it.
 - After the open everything in the log is durable (recovery ends with an fsync).
 - A start past the log's end (moved past records a crash then lost) is brought back to
   the end, durably, so that appends do not fall below it at the next open; epochs
@@ -77,9 +78,13 @@ def open_folder(log: Log) -> None:
     _make_folder(log.path)
     for stray in log.path.glob("*" + checkpoint.TEMP_SUFFIX):
         stray.unlink()
-    bases = sorted(
-        base for p in log.path.iterdir() if (base := parse_segment_name(p.name)) is not None
-    )
+    named = [
+        (base, p) for p in log.path.iterdir() if (base := parse_segment_name(p.name)) is not None
+    ]
+    for _, path in named:
+        if not path.is_file():
+            raise LogCorrupted(f"{path} is named as a segment but is not a file")
+    bases = sorted(base for base, _ in named)
     start = _read_start_checkpoint(log.path)
     try:
         for base in bases:

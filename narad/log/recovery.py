@@ -77,10 +77,14 @@ class Replay:
                 "(run narad check)"
             )
 
-    def run(self, logs: Mapping[int, Log], what: str) -> None:
+    def run(
+        self, logs: Mapping[int, Log], what: str, refused: dict[int, str] | None = None
+    ) -> None:
         """Apply every change of the journal since the checkpoint to the logs of
         `logs` (by key; a change for another key is skipped); `what` names the pass
-        in the progress lines."""
+        in the progress lines. With `refused`, a log that lacks records the journal
+        no longer holds is put there (key -> why) and given nothing more, instead of
+        ending the replay with LogCorrupted."""
         began = reported = time.monotonic()
         commits_seen = records = 0
         ends = self.ends
@@ -92,13 +96,18 @@ class Replay:
                     _, key, first, count, nbytes = change
                     ends[key] = first + count
                     log = logs.get(key)
-                    if log is not None:
-                        records += apply_records(log, first, count, body[at : at + nbytes])
+                    if log is not None and not (refused and key in refused):
+                        try:
+                            records += apply_records(log, first, count, body[at : at + nbytes])
+                        except LogCorrupted as exc:
+                            if refused is None:
+                                raise
+                            refused[key] = str(exc)
                     at += nbytes
                 elif kind == "start":
                     self.started.add(change[1])
                     log = logs.get(change[1])
-                    if log is not None:
+                    if log is not None and not (refused and change[1] in refused):
                         log.set_start(change[2])
                         log.apply_retention(start_only=True)
                 elif kind == "epoch":

@@ -116,7 +116,11 @@ class Stream:
         self._handlers = machines.handlers
         self._note = journal.note  # tells the next commit that a log has new records
         self.data = Log.open(folder / "data", data_config)
-        self.state = Log.open(folder / "state", state_config)
+        try:
+            self.state = Log.open(folder / "state", state_config)
+        except BaseException:
+            self.data.close()
+            raise
         self._init_state()
 
     def load(self) -> None:

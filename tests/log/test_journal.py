@@ -10,6 +10,7 @@ from pathlib import Path
 
 import pytest
 
+from narad.errors import CommandError
 from narad.log import Log, LogCorrupted, checkpoint
 from narad.log import journal as journal_module
 from narad.log.checkpointer import CHECKPOINT_FILE
@@ -148,15 +149,21 @@ def test_a_commit_larger_than_a_part_is_split_and_stays_whole(
     store.close()
 
 
-def test_a_log_behind_its_checkpoint_is_refused(tmp_path: Path) -> None:
+def test_a_log_behind_its_checkpoint_makes_its_key_unavailable(tmp_path: Path) -> None:
     store = open_store(tmp_path)
     add(store.create_stream(0, b"s"), 10)
-    store.close()  # a checkpoint: the data log holds its 10 records durably
-    segment = sorted((tmp_path / "streams").glob("*/data/*.log"))[0]
+    add(store.create_stream(0, b"t"), 3)
+    store.close()  # a checkpoint: the data logs hold their records durably
+    segment = sorted((tmp_path / "streams" / "1" / "data").glob("*.log"))[0]
     with open(segment, "r+b") as f:
         f.truncate(f.seek(0, 2) // 2)
-    with pytest.raises(LogCorrupted, match=r"checkpoint says it held 10 records"):
-        open_store(tmp_path)
+    store = open_store(tmp_path)
+    with pytest.raises(CommandError, match=r"key 's' is unavailable: its log streams/1/data "
+                       r"cannot be used: .*checkpoint says it held 10 records"):
+        store.get(0, b"s")
+    assert entries(store, b"t") == [1, 2, 3]
+    assert store.logs_unavailable()  # so no checkpoint frees the journal
+    store.close()
 
 
 def test_a_log_behind_the_journal_takes_the_journal_records(tmp_path: Path) -> None:
