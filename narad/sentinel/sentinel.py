@@ -42,7 +42,8 @@ logger = logging.getLogger("narad.sentinel")
 TICK_S = 0.05
 # The sentinels that agree a leader is down start their failovers one after the other,
 # by run id, this far apart (and a little at random), so that the first is elected
-# with the others' votes instead of all splitting the vote.
+# with the others' votes instead of all splitting the vote; and so again each time
+# the wait after an election ends.
 STAGGER_S = 0.15
 HELLO_CHANNEL = b"__sentinel__:hello"
 RECONFIGURE_EVERY_S = 1.0  # a stray node is told REPLICAOF at most this often
@@ -312,7 +313,7 @@ class Sentinel:
             self.persist()
             self.event("+vote-for-leader", f"{run_id} {epoch}")
             if run_id != self.my_id:
-                group.failover_start_s = time.monotonic() + random.random() * 0.1
+                group.failover_start_s = time.monotonic()
         return group.voted_leader, config.leader_epoch
 
     def take_hello(self, payload: bytes) -> None:
@@ -411,17 +412,27 @@ class Sentinel:
             self.event("-odown", self.describe(group))
 
     def _stagger(self, group: Group) -> float:
-        alive = sorted(
-            [self.my_id] + [p.run_id for p in group.peers.values() if not p.sdown_since_s]
-        )
-        return alive.index(self.my_id) * STAGGER_S + random.random() * STAGGER_S / 3
+        """This sentinel's turn: its place in run-id order among every sentinel it
+        knows, those down included. Liveness would not do: after a pause (a loaded
+        machine, a stopped process) each sees the others down until they answer
+        again, and so each would count itself first."""
+        ids = sorted([self.my_id, *group.peers])
+        return ids.index(self.my_id) * STAGGER_S + random.random() * STAGGER_S / 3
 
     def _maybe_fail_over(self, group: Group, now: float) -> None:
-        if not group.odown_since_s or now < group.try_failover_s:
+        if not group.odown_since_s:
             return
-        if now - group.failover_start_s < 2 * group.failover_timeout_s:
+        waited = group.failover_start_s + 2 * group.failover_timeout_s
+        if now < waited:
             return
-        self._start_failover(self, group, forced=False)
+        # The wait after an election ends at about the same moment for every sentinel
+        # that took part in it (each voted, or tried, then): they take turns again,
+        # as at +odown. Trying at once would split the vote, and with it the next
+        # wait would end together too, round after round.
+        if group.try_failover_s < waited:
+            group.try_failover_s = now + self._stagger(group)
+        if now >= group.try_failover_s:
+            self._start_failover(self, group, forced=False)
 
     def _reconfigure_strays(self, group: Group, now: float) -> None:
         """Follow a node that leads a newer epoch than the leader this sentinel knows

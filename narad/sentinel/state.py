@@ -131,7 +131,8 @@ class Group:
     # When this sentinel last tried a failover, or voted for another's: it starts no
     # failover of its own for 2 * failover-timeout after (as Redis Sentinel).
     failover_start_s: float = 0.0
-    try_failover_s: float = 0.0  # once objectively down, when this sentinel may try
+    # When this sentinel may try, its turn (by run id) after +odown or after that wait.
+    try_failover_s: float = 0.0
     voted_leader: str = ""  # the run id voted for in `config.leader_epoch`
     # The group's history (master_replid), from the leader's INFO.
     history: str = ""
