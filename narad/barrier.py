@@ -19,7 +19,13 @@ its own position; replies sealed too long answer NOREPL instead (`refuse_sealed`
 
 A failed commit lets no reply through: the connections waiting on it are closed, and
 `commit` raises CommitFailed, on which the node stops (the journal refuses every
-commit from then on).
+commit from then on). But a commit that meets a transient error (no room, no
+descriptor) is left unfinished in the journal's write error state
+(narad/log/journal.py): its replies, and those of every later command that reads the
+keyspace (it may have seen what the commit carries), stay sealed with the position it
+will end at, released once the journal finishes it. `write_error_changed` is called
+whenever the journal enters, leaves or changes that state (the node then refuses
+writes: narad/replication/role.py).
 
 Owned by the event loop thread.
 """
@@ -35,6 +41,7 @@ from typing import TYPE_CHECKING, Protocol
 import hiredis
 
 from narad.log import LogFailed
+from narad.log.log import WriteError
 
 if TYPE_CHECKING:
     from narad.keyspace import Keyspace
@@ -85,6 +92,9 @@ class CommitBarrier:
         self._sealed: deque[tuple[int, ReplySink, bytearray, float]] = deque()
         self.scheduled = False  # an end of the iteration is due
         self._stopped = False  # the keyspace is closing: nothing commits any more
+        # Called when the journal's write error state changes (see the module doc).
+        self.write_error_changed: Callable[[], None] = lambda: None
+        self._write_error: str | None = None  # the state as last seen
 
     # -- registering replies ----------------------------------------------------------
 
@@ -119,18 +129,24 @@ class CommitBarrier:
         # Every entry taken before this point is added and its sink registered:
         # this commit carries it, and its reply is sealed with its position.
         writers, self._writers = self._writers, {}
+        journal = self.keyspace.journal
         try:
             # Under `fsync always` the fsync runs right here, on the loop, as Redis
             # does before it sleeps: requests that arrive meanwhile wait in the
             # sockets and make the next batch larger. (An fsync thread let the loop
             # go on, but its hand-offs and wake-ups cost more CPU per message than
             # they saved: bench/README.md.)
-            committed = self.keyspace.journal.commit()
+            committed = journal.commit()
+        except WriteError:  # left unfinished: its replies wait for it (module doc)
+            committed = False
         except LogFailed as exc:
             raise CommitFailed(str(exc), self._fail(list(writers))) from None
+        if journal.write_error != self._write_error:
+            self._write_error = journal.write_error
+            self.write_error_changed()
         if committed:
             self.keyspace.last_commit_s = int(time.time())
-        position = self.keyspace.journal.position
+        position = journal.end
         if position <= self.released:  # a read-only iteration: nothing to wait for
             for sink in writers:
                 sink.send()
@@ -144,7 +160,7 @@ class CommitBarrier:
                 else:  # replies that tell nothing of the keyspace, and none before them
                     sink.send()
                 sink.reads_data = False
-            if self.released_at_commit(position):
+            if self.released_at_commit(position) and not journal.unfinished:
                 self.release(position)
         return committed
 

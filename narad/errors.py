@@ -2,7 +2,7 @@
 
 An error reply's first word is API: clients dispatch on it. Narad reuses Redis's codes
 (ERR, WRONGTYPE, NOGROUP, BUSYGROUP, NOAUTH, WRONGPASS, NOPROTO, EXECABORT, LOADING,
-READONLY, ...) with Redis 7.0's texts, and adds codes only for new meanings:
+READONLY, MISCONF, ...) with Redis 7.0's texts, and adds codes only for new meanings:
 
 - NOQUEUE: the queue does not exist.
 - STALE: a queue receipt names a delivery that expired and was redelivered.
@@ -86,6 +86,15 @@ IDS_EXHAUSTED = "The stream has exhausted the last possible ID, unable to add mo
 WRONGTYPE = CommandError("Operation against a key holding the wrong kind of value", "WRONGTYPE")
 NOAUTH = CommandError("Authentication required.", "NOAUTH")
 WRONGPASS = CommandError("invalid username-password pair or user is disabled.", "WRONGPASS")
+
+
+def write_error(why: str) -> CommandError:
+    """MISCONF, as Redis answers writes after its AOF met a write error: the node is
+    in its write error state (narad/log/journal.py) for `why`."""
+    return CommandError(
+        f"Errors writing to disk: {why}. Writes are refused until one succeeds again",
+        "MISCONF",
+    )
 
 
 def syntax() -> CommandError:

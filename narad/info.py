@@ -165,12 +165,13 @@ def _memory(s: Node) -> Fields:
 
 def _persistence(s: Node) -> Fields:
     policy = s.keyspace.policy.value
-    failed = any(
+    write_error = s.keyspace.journal.write_error  # the write error state, if in it
+    failed = write_error is not None or any(
         stream.data.failure or stream.state.failure
         for db in s.keyspace.dbs
         for stream in db.values()
     )
-    return [
+    fields: Fields = [
         ("loading", 0),
         ("async_loading", 0),
         ("rdb_changes_since_last_save", 0),
@@ -185,6 +186,9 @@ def _persistence(s: Node) -> Fields:
         ("acked_writes_are", "durable" if policy == "always" else "appended"),
         ("load_time_seconds", f"{s.keyspace.loaded_s:.3f}"),
     ]
+    if write_error is not None:  # writes are refused (MISCONF) until one succeeds
+        fields.append(("narad_write_error", " ".join(write_error.split())))
+    return fields
 
 
 def _stats(s: Node) -> Fields:

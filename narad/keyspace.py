@@ -602,6 +602,8 @@ class Keyspace:
         checkpoint is fsyncing their logs)."""
         if not self._doomed or self.checkpointer.running or self.kept_for_replicas()[1]:
             return
+        if self.journal.unfinished:  # their delete ops may be in the unfinished commit
+            return
         if self.policy is not FsyncPolicy.ALWAYS:
             try:
                 self.journal.sync()

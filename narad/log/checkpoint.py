@@ -32,7 +32,9 @@ def write(path: Path, lines: list[str]) -> None:
     temp = path.with_name(path.name + TEMP_SUFFIX)
     fd = os.open(temp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o644)
     try:
-        os.write(fd, data)
+        done = 0
+        while done < len(data):  # a short write (a disk filling up) goes on, or raises
+            done += os.write(fd, data[done:])
         os.fsync(fd)
     finally:
         os.close(fd)

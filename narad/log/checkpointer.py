@@ -15,7 +15,10 @@ the journal segments before the one holding P are deleted, but for the newest
 `backlog_bytes` of the journal (repl-backlog-size), kept for replicas. Meanwhile the
 loop goes on committing: the thread only fsyncs, which Log allows from another
 thread. A failure leaves the previous checkpoint in force and the logs it did not
-cover are tried again next time.
+cover are tried again next time; a log that cannot write its records (the write error
+state, narad/log/journal.py) puts the checkpoint off for RETRY_S, and none is taken
+while a commit is unfinished (its records would count as held at a position before
+it).
 """
 
 from __future__ import annotations
@@ -29,8 +32,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from narad.log import checkpoint
-from narad.log.journal import Journal
-from narad.log.log import Log, LogFailed
+from narad.log.journal import RETRY_S, Journal
+from narad.log.log import Log, LogFailed, WriteError
 from narad.log.opening import START_CHECKPOINT
 
 logger = logging.getLogger("narad.log")
@@ -119,6 +122,7 @@ class Checkpointer:
         self._time_at = time.monotonic()
         self._thread: threading.Thread | None = None
         self._work: _Work | None = None  # the checkpoint the thread is making
+        self._put_off_until = 0.0  # a log could not write its records: not before
         # Journal bytes kept behind the end beyond what recovery needs: the backlog
         # replicas catch up from (repl-backlog-size).
         self.backlog_bytes = 0
@@ -132,6 +136,8 @@ class Checkpointer:
         time since it, or a start move waiting to delete segments."""
         if self._thread is not None or self.journal.position == self.last.position:
             return False
+        if self.journal.unfinished or time.monotonic() < self._put_off_until:
+            return False
         if self.journal.starts_waiting:
             return True
         written = self.journal.stats.bytes - self._bytes_at
@@ -143,8 +149,8 @@ class Checkpointer:
         journal.write_behind()
         logs = list(journal.touched)
         for log in logs:  # recovery's records too: only what is in the file is fsynced
-            if log.unwritten_bytes and not log.closed:
-                log.write()
+            if log.unwritten_bytes and not journal.write_log(log):
+                raise WriteError(log.write_error or f"{log.path} cannot be written")
         ends = {key: log.journaled_end for key, log in journal.logs.items()}
         taken = Checkpoint(journal.position, ends)
         journal.touched = {}
@@ -213,7 +219,10 @@ class Checkpointer:
         keep = min(keep, self._backlog_start())
         if journal_kept is not None:
             keep = min(keep, journal_kept)
-        journal.set_start(keep)
+        try:
+            journal.set_start(keep)
+        except OSError as exc:  # the segments stay until a later checkpoint
+            logger.warning("journal start not moved to %d: %s", keep, exc)
         journal.apply_retention(start_only=True)
         logger.debug(
             "checkpoint at journal position %d: %d logs fsynced in %.3f s",
@@ -235,7 +244,12 @@ class Checkpointer:
         """Start a checkpoint; its fsyncs run on a thread (see the module doc)."""
         if self._thread is not None:
             return
-        work = self._work = self._take()
+        try:
+            work = self._work = self._take()
+        except WriteError as exc:
+            logger.info("checkpoint put off: %s", exc)
+            self._put_off_until = time.monotonic() + RETRY_S
+            return
 
         def run() -> None:
             self._make_durable(work)

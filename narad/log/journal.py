@@ -26,6 +26,18 @@ What a commit promises, by policy (docs/design.md, "committed"):
 - everysec / no: it is appended (in the file, maybe only in the page cache); under
   everysec a background thread fsyncs the journal about once a second.
 
+The write error state (docs/durability.md): a write of the journal or of a log, or
+the reservation of HEADROOM_BYTES past the journal's end, that meets a transient error
+(no room, no descriptor: narad/log/log.py's WriteError) puts the journal in it, with
+`write_error` saying why; the node refuses writes while it lasts. A commit whose own
+write failed so stays *unfinished*: taken from the logs, not in the journal (none of
+its parts that did not reach the file), never acknowledged; `end` is the position it
+will end at. No later commit is made before it, and `commit` tries it again, with
+what else failed, every RETRY_S; once everything succeeds the state is over. The
+headroom is there so that the state begins before a commit fails: the commits that
+come while the node stops taking writes (those of the iteration under way, the
+server's own) find room.
+
 Owned by the event loop thread, but for `Log.sync` of the journal (the everysec thread)
 and of the logs (the checkpoint thread), which Log allows.
 """
@@ -46,7 +58,7 @@ from typing import Any
 import msgpack
 
 from narad.log import checkpoint, format
-from narad.log.log import FsyncPolicy, Log, LogConfig, LogFailed
+from narad.log.log import FsyncPolicy, Log, LogConfig, LogFailed, WriteError
 from narad.log.opening import LogCorrupted
 from narad.log.segment import segment_name
 
@@ -69,6 +81,10 @@ PART_BYTES = 16 * 1024 * 1024
 # Flag of a journal record whose commit goes on in the next record.
 FLAG_CONTINUES = 0x02
 EVERYSEC_INTERVAL_S = 1.0
+# Room kept reserved past the journal's end (see the module doc), and how often a
+# journal in its write error state tries again.
+HEADROOM_BYTES = 256 * 1024
+RETRY_S = 1.0
 # Journaled records a log holds in memory before it writes them to its file, and what
 # all logs together may hold before every one is written.
 BEHIND_LOG_BYTES = 256 * 1024
@@ -230,6 +246,20 @@ def split_commit(changes: list[list[Any]], body: list[Piece]) -> list[bytes]:
     return parts
 
 
+@dataclass
+class _Unfinished:
+    """A commit taken from the logs whose journal write has not finished (see the
+    module doc): its records' parts and what it gives the logs once it is made."""
+
+    first: int  # its position: the offset of its first part
+    parts: list[bytes]
+    timestamp_ms: int
+    carried: list[Log]
+    starts: list[Log]
+    records: int
+    nbytes: int
+
+
 # -- the journal ------------------------------------------------------------------------
 
 
@@ -259,6 +289,12 @@ class Journal:
         # A commit since the last checkpoint moved a start: retention or compaction
         # waits for a checkpoint to delete segments, so one is due at once.
         self.starts_waiting = False
+        # The write error state (module doc): why, the commit it left unfinished, the
+        # logs whose writes behind failed, and when to try again.
+        self.write_error: str | None = None
+        self._unfinished: _Unfinished | None = None
+        self._stalled: dict[Log, None] = {}
+        self._retry_at = 0.0
         self.epoch = self.log.epoch  # the leader epoch commits carry
         self._epoch_begun = False  # the next commit is the first of `epoch`
         self._waiters: asyncio.Future[None] | None = None
@@ -283,6 +319,17 @@ class Journal:
     def position(self) -> int:
         """Commits in the journal (the node's offset)."""
         return self.log.next_offset
+
+    @property
+    def end(self) -> int:
+        """The position every commit made so far ends at: `position`, or further
+        while a commit is unfinished (the write error state)."""
+        u = self._unfinished
+        return self.log.next_offset if u is None else u.first + len(u.parts)
+
+    @property
+    def unfinished(self) -> bool:
+        return self._unfinished is not None
 
     # -- the newest segment -----------------------------------------------------------
 
@@ -343,6 +390,7 @@ class Journal:
         self._dirty.pop(log, None)
         self._starts.pop(log, None)
         self._behind.pop(log, None)
+        self._stalled.pop(log, None)
         self.touched.pop(log, None)
 
     # -- committing -------------------------------------------------------------------
@@ -386,16 +434,19 @@ class Journal:
 
     def commit(self) -> bool:
         """Make one commit of every noted log's records and start moves: one journal
-        write and, under `fsync always`, one fsync. Whether there was anything to
-        commit. Raises LogFailed when the journal cannot be written or fsynced; it
-        then refuses every later commit too (narad/log/log.py), so no reply that
-        waits on a commit is ever sent after a failure."""
+        write and, under `fsync always`, one fsync. Whether a commit was made (the
+        unfinished one included). Raises LogFailed when the journal cannot be written
+        or fsynced; it then refuses every later commit too (narad/log/log.py), so no
+        reply that waits on a commit is ever sent after a failure. Raises WriteError
+        when the commit is left unfinished, or an unfinished one still is (module
+        doc): the replies that wait on it wait on."""
         if self.log.failure is not None:
             # A commit that failed may have taken records that replies (or reads
             # since) depend on: from then on no commit succeeds.
             raise LogFailed(self.log.failure)
+        finished = self._retry() if self.write_error is not None else False
         if not (self._dirty or self._starts or self._epoch_begun):
-            return False
+            return finished
         changes: list[list[Any]] = [["epoch", self.epoch]] if self._epoch_begun else []
         body: list[Piece] = []
         carried: list[Log] = []
@@ -416,19 +467,151 @@ class Journal:
         for log, offset in starts.items():
             changes.append(["start", log.journal_key, offset])
         if not changes:
-            return False
+            return finished
+        self._epoch_begun = False
+        first, timestamp_ms = self.position, time.time_ns() // 1_000_000
         try:
-            self._append(changes, body, nbytes)
+            parts = split_commit(changes, body) if nbytes > PART_BYTES else [
+                encode_commit(changes, body)
+            ]
+            self._write_commit(first, parts, timestamp_ms)
+        except WriteError:
+            self._unfinished = _Unfinished(
+                first, parts, timestamp_ms, carried, list(starts), records, nbytes
+            )
+            raise
         except LogFailed:
             raise
         except Exception as exc:  # the records taken are lost: fail as an I/O error does
             self.log.failure = f"commit failed: {type(exc).__name__}: {exc}"
             raise LogFailed(self.log.failure) from exc
-        self._epoch_begun = False
+        self._made(carried, starts, records, nbytes)
+        seg = self.log.active
+        if seg.allocated - seg.size < HEADROOM_BYTES and self.write_error is None:
+            why = self._headroom_refused()
+            if why is not None:
+                self._enter(why)
+        return True
+
+    def _write_commit(self, first: int, parts: list[bytes], timestamp_ms: int) -> None:
+        """Put the commit of journal records `parts`, from position `first` on, in the
+        journal: append and write what the file lacks of them and, under `always`,
+        fsync. Raises WriteError (the write error state) when that meets a transient
+        error: the journal then holds none of the parts that did not reach the file,
+        and a later call goes on from what it does hold."""
+        journal = self.log
+        count = len(parts)
+        try:
+            if journal.written_end < first + count:  # else only the fsync failed
+                for i in range(journal.next_offset - first, count):
+                    flags = FLAG_CONTINUES if i + 1 < count else 0
+                    journal.append(parts[i], flags=flags, timestamp_ms=timestamp_ms,
+                                   epoch=self.epoch)
+                if count == 1:
+                    self.tail = journal.pending_frames()
+                else:  # replicas get it from the file, a chunk at a time (see `tail`)
+                    self.tail = (journal.next_offset, bytearray())
+                self.tail_records = journal.next_offset - self.tail[0]
+                journal.write()
+                self.stats.bytes += sum(map(len, parts)) + format.HEADER_BYTES * count
+                if journal.active.base_offset != self._newest:  # the journal rolled
+                    why = self._newest_refused()
+                    if why is not None:
+                        self._enter(why)
+                if self.written is not None:
+                    self.written()
+            if self.policy is FsyncPolicy.ALWAYS and journal.sync():
+                self.stats.fsyncs += 1
+        except WriteError as exc:
+            journal.drop_unwritten()
+            self._enter(str(exc))
+            raise
+
+    def _made(self, carried: list[Log], starts: Iterable[Log], records: int, nbytes: int) -> None:
+        """A commit is in the journal as its policy holds one: its records count as
+        committed in the logs it carried (see `_committed`)."""
         for log in carried:
             log.committed_end = log.journaled_end
         self._committed(carried, starts, records, nbytes)
-        return True
+
+    def _finish(self) -> None:
+        """Put the unfinished commit in the journal (`_write_commit`): WriteError while
+        it still cannot be."""
+        u = self._unfinished
+        assert u is not None
+        self._write_commit(u.first, u.parts, u.timestamp_ms)
+        self._unfinished = None
+        self._made(u.carried, u.starts, u.records, u.nbytes)
+
+    def _newest_refused(self) -> str | None:
+        """Record the newest segment after a roll (NEWEST_FILE); why that failed, if
+        it did. The commit stands then (the record only guards against a segment
+        deleted by hand), and the write error state tries again."""
+        base = self.log.active.base_offset
+        if base != self._newest:
+            try:
+                self._record_newest(base)
+            except OSError as exc:
+                return f"recording the newest journal segment failed: {exc}"
+        return None
+
+    def _headroom_refused(self) -> str | None:
+        """Keep HEADROOM_BYTES reserved past the journal's end (where the filesystem
+        reserves space at all); why there is no room for it, if there is none."""
+        seg = self.log.active
+        if seg.allocated - seg.size >= HEADROOM_BYTES:
+            return None
+        try:
+            seg.reserve(seg.size + HEADROOM_BYTES)
+        except OSError as exc:
+            return (
+                f"reserving room for the journal failed on {seg.path}: "
+                f"[Errno {exc.errno}] {exc.strerror}"
+            )
+        return None
+
+    # -- the write error state ----------------------------------------------------------
+
+    def _enter(self, why: str) -> None:
+        """Be in the write error state (module doc) for `why`."""
+        if self.write_error is None:
+            logger.warning(
+                "event=write_error reason=%r: writes are refused until a write succeeds "
+                "again, tried every %.0f s", why, RETRY_S,
+            )
+            self._retry_at = time.monotonic() + RETRY_S
+        self.write_error = why
+
+    def _retry(self) -> bool:
+        """In the write error state, once every RETRY_S: finish the unfinished commit,
+        write the logs whose writes behind failed, record the newest segment and keep
+        the headroom; the state is over once all of it succeeds. Whether it finished
+        the unfinished commit; WriteError while that commit stays unfinished."""
+        now = time.monotonic()
+        if now < self._retry_at:
+            if self._unfinished is not None:
+                raise WriteError(self.write_error or "")
+            return False
+        self._retry_at = now + RETRY_S
+        finished = self._unfinished is not None
+        if finished:
+            self._finish()
+        why: str | None = None
+        for log in list(self._stalled):
+            try:
+                written = log.closed or log.try_write()
+            except LogFailed as exc:  # failed for good: its key answers IOERR
+                logger.error("writing behind the journal failed: %s", exc)
+                written = True
+            if written:
+                del self._stalled[log]
+            elif why is None:
+                why = log.write_error
+        why = why or self._newest_refused() or self._headroom_refused()
+        if why is None:
+            logger.warning("event=write_error_over: writes are taken again")
+        self.write_error = why
+        return finished
 
     def _committed(
         self, carried: list[Log], starts: Iterable[Log], records: int, nbytes: int
@@ -441,7 +624,7 @@ class Journal:
             self.touched[log] = None
             if log.unwritten_bytes:
                 if log.unwritten_bytes > BEHIND_LOG_BYTES:
-                    self._write_behind(log)
+                    self.write_log(log)
                 else:
                     self._behind[log] = None
         for log in starts:
@@ -470,18 +653,26 @@ class Journal:
                 f"journal is at {journal.next_offset}"
             )
         before = journal.size_bytes
+        start = journal.next_offset
         try:
             for run, records in parts:
                 journal.append_framed(run, records)
             journal.write()
+        except WriteError as exc:
+            journal.drop_unwritten()
+            if journal.next_offset != start:  # a roll wrote part of them: a start cuts it
+                self.log.failure = f"following failed: {exc}"
+                raise LogFailed(self.log.failure) from exc
+            self._enter(str(exc))  # the leader sends them again
+            raise
         except LogFailed:
             raise
         except Exception as exc:
             self.log.failure = f"following failed: {type(exc).__name__}: {exc}"
             raise LogFailed(self.log.failure) from exc
         self.epoch = journal.epoch
-        if journal.active.base_offset != self._newest:
-            self._record_newest(journal.active.base_offset)
+        if (why := self._newest_refused()) is not None:
+            self._enter(why)
         self.stats.bytes += journal.size_bytes - before
         if self.policy is FsyncPolicy.ALWAYS and journal.sync():
             self.stats.fsyncs += 1
@@ -494,44 +685,28 @@ class Journal:
             log.adopt_journaled()
         self._committed(carried, starts, records, nbytes)
 
-    def _append(self, changes: list[list[Any]], body: list[Piece], nbytes: int) -> None:
-        journal = self.log
-        if nbytes > PART_BYTES:
-            parts = split_commit(changes, body)
-        else:
-            parts = [encode_commit(changes, body)]
-        before = journal.size_bytes
-        now = time.time_ns() // 1_000_000
-        for i, part in enumerate(parts):
-            flags = FLAG_CONTINUES if i + 1 < len(parts) else 0
-            journal.append(part, flags=flags, timestamp_ms=now, epoch=self.epoch)
-        if len(parts) == 1:
-            self.tail = journal.pending_frames()
-        else:  # replicas get it from the file, a chunk at a time (see `tail`)
-            self.tail = (journal.next_offset, bytearray())
-        self.tail_records = journal.next_offset - self.tail[0]
-        journal.write()
-        if journal.active.base_offset != self._newest:  # the journal rolled
-            self._record_newest(journal.active.base_offset)
-        self.stats.bytes += journal.size_bytes - before
-        if self.written is not None:
-            self.written()
-        if self.policy is FsyncPolicy.ALWAYS and journal.sync():
-            self.stats.fsyncs += 1
-
-    def _write_behind(self, log: Log) -> None:
+    def write_log(self, log: Log) -> bool:
+        """Write `log`'s journaled records to its file; whether they are all there.
+        The commit stands either way (the journal holds it); a transient failure
+        (WriteError) is the write error state, which writes the log again."""
         self._behind.pop(log, None)
         if log.closed:
-            return
+            return True
         try:
             log.write()
-        except LogFailed as exc:  # the commit stands (the journal holds it)
+        except WriteError as exc:
+            self._stalled[log] = None
+            self._enter(str(exc))
+            return False
+        except LogFailed as exc:
             logger.error("writing behind the journal failed: %s", exc)
+            return False
+        return True
 
     def write_behind(self) -> None:
         """Write every log's journaled records to its file."""
         for log in list(self._behind):
-            self._write_behind(log)
+            self.write_log(log)
         self.behind_bytes = 0
 
     def sync(self) -> None:

@@ -19,6 +19,15 @@ Contracts (the words are those of docs/design.md, "The words are contracts"):
 - An I/O error while writing or fsyncing fails the log for good: later writes raise
   LogFailed with the first error; nothing is retried, since a failed fsync may have
   dropped dirty pages that a retry would report as clean.
+- But a write, a roll or an epoch change that finds no room (ENOSPC, EDQUOT) or no
+  descriptor (EMFILE, ENFILE: TRANSIENT_ERRNOS) fails nothing for good: it raises
+  WriteError, and the log is in its write error state (`write_error`) until a write
+  succeeds. What did not reach the file stays in the buffer, where reads find it
+  (`try_write`); the bytes a failed write did put in the file are cut off again, so
+  the file ends at its last whole record. Nothing acknowledged depends on bytes that
+  were never written, so a later write, whole, is as good as the first. An fsync
+  that cannot get its descriptor (EMFILE, ENFILE) raises WriteError too, failing
+  nothing; an fsync that fails is still the end of the log.
 - Creating or deleting a segment fsyncs the folder; checkpoints are atomic.
 
 Concurrency: one writer thread calls append / write / roll / truncate / retention;
@@ -29,6 +38,7 @@ thread); `_lock` guards what they share. Reads run on the writer's thread.
 from __future__ import annotations
 
 import enum
+import errno
 import logging
 import os
 import threading
@@ -42,7 +52,7 @@ from narad.log.checkpoint import fsync_dir
 from narad.log.format import Record
 from narad.log.index import INTERVAL_BYTES
 from narad.log.opening import EPOCHS_CHECKPOINT, START_CHECKPOINT, open_folder
-from narad.log.segment import Segment
+from narad.log.segment import NO_SPACE_ERRNOS, Segment
 
 logger = logging.getLogger("narad.log")
 
@@ -50,6 +60,9 @@ logger = logging.getLogger("narad.log")
 # INTERVAL_BYTES of records) are durable and not in it yet, not at every fsync: the
 # index is a cache, and an open scans the records past its last entry anyway.
 INDEX_WRITE_ENTRIES = 16
+# Errors of a write, a file's creation or a descriptor's opening that pass once room
+# or descriptors are freed: they put a log in its write error state (see above).
+TRANSIENT_ERRNOS = NO_SPACE_ERRNOS | {errno.EMFILE, errno.ENFILE}
 
 
 class FsyncPolicy(enum.Enum):
@@ -68,6 +81,11 @@ class LogConfig(NamedTuple):
 
 class LogFailed(Exception):
     """The log met an I/O error on its write path and refuses further writes."""
+
+
+class WriteError(LogFailed):
+    """A write found no room or no descriptor (TRANSIENT_ERRNOS): nothing of it is in
+    the file, the log keeps its records and takes writes again (see the module doc)."""
 
 
 def wall_clock_ms() -> int:
@@ -115,6 +133,8 @@ class Log:
         self._epochs: list[tuple[int, int]] = []
         self._epoch = 0  # the epoch of the last entry of _epochs: what appends carry
         self.failure: str | None = None
+        # Why the last write failed for a transient reason (None once one succeeds).
+        self.write_error: str | None = None
         self.last_id = (0, 0)
         self.last_timestamp_ms = 0
 
@@ -199,6 +219,15 @@ class Log:
             self.failure = f"{what} failed on {self.active.path}: {exc}"
             logger.error("log %s refuses writes from now on: %s", self.path, self.failure)
         return LogFailed(self.failure)
+
+    def _refuse(self, what: str, exc: OSError, path: Path | None = None) -> WriteError:
+        """The WriteError of `what` meeting transient error `exc` (on `path`, else the
+        active segment's file): the log is in its write error state."""
+        why = f"{what} failed on {path or self.active.path}: [Errno {exc.errno}] {exc.strerror}"
+        if self.write_error is None:
+            logger.warning("event=log_write_error log=%s reason=%r", self.path, why)
+        self.write_error = why
+        return WriteError(why)
 
     def _check_writable(self) -> None:
         if self.failure is not None:
@@ -379,13 +408,28 @@ class Log:
             return 0
         with self._lock:
             data, seg = self._pending, self.active
+            done = 0
             try:
-                done = 0
-                seg.reserve(seg.size + len(data))
+                fd = seg.fd
+                try:
+                    seg.reserve(seg.size + len(data))
+                except OSError as exc:
+                    if exc.errno not in NO_SPACE_ERRNOS:
+                        raise
+                    # No room ahead: the write itself says whether the records fit.
                 while done < len(data):
-                    done += os.pwrite(seg.fd, memoryview(data)[done:], seg.size + done)
+                    done += os.pwrite(fd, memoryview(data)[done:], seg.size + done)
             except OSError as exc:
-                raise self._fail("write", exc) from exc
+                if exc.errno not in TRANSIENT_ERRNOS:
+                    raise self._fail("write", exc) from exc
+                if done:  # no torn record stays in the file
+                    try:
+                        os.ftruncate(fd, seg.size)
+                    except OSError as cut:
+                        raise self._fail("write", cut) from exc
+                    seg.allocated = seg.size
+                raise self._refuse("write", exc) from exc
+            self.write_error = None
             seg.size += len(data)
             if self.journal_key >= 0 and self.journaled_end < self.next_offset:
                 # The journal's next commit still wants them.
@@ -396,6 +440,28 @@ class Log:
             self._pending = bytearray()
             self.written_end = self._pending_offset
         return len(data)
+
+    def try_write(self) -> bool:
+        """`write`, for a caller that can do without it (a read takes buffered records
+        from the buffer, recovery and a replica write behind the journal): False, the
+        records kept in the buffer, when it meets a transient error (WriteError)."""
+        try:
+            self.write()
+        except WriteError:
+            return False
+        return True
+
+    def drop_unwritten(self) -> None:
+        """Forget the records appended and not yet written: the journal's own, after
+        its write failed (it appends them again when it retries). Never for a log under
+        the journal, whose buffered records are committed."""
+        with self._lock:
+            seg = self.active
+            seg.index.truncate_from(seg.size)
+            seg.next_offset = self._pending_offset
+            self._pending = bytearray()
+            self._pending_records = 0
+            self._pending_journaled = 0
 
     def take_unjournaled(self) -> tuple[int, int, list[bytes | bytearray | memoryview]] | None:
         """The records from `journaled_end` on, for the journal's next commit: (first
@@ -435,23 +501,27 @@ class Log:
                 return False
             size = seg.size
         try:
-            if own_fd:
-                fd = os.open(seg.path, os.O_RDONLY)
-                try:
-                    os.fdatasync(fd)
-                finally:
-                    os.close(fd)
-            else:
-                os.fdatasync(seg.fd)
+            fd = os.open(seg.path, os.O_RDONLY) if own_fd else seg.fd
+        except OSError as exc:
+            if exc.errno in TRANSIENT_ERRNOS:  # nothing was tried: it can be, later
+                why = f"fsync failed on {seg.path}: [Errno {exc.errno}] {exc.strerror}"
+                raise WriteError(why) from exc
+            with self._lock:
+                raise self._fail("fsync", exc) from exc
+        try:
+            os.fdatasync(fd)
         except OSError as exc:
             with self._lock:
                 raise self._fail("fsync", exc) from exc
+        finally:
+            if own_fd:
+                os.close(fd)
         with self._lock:
             if target > self.durable_end:
                 self.durable_end = target
                 index = seg.index
                 if not seg.closed and len(index) - index.persisted >= INDEX_WRITE_ENTRIES:
-                    index.write_new(seg.index_path, size)
+                    _write_index(seg, size)
         return True
 
     def roll(self) -> None:
@@ -464,13 +534,23 @@ class Log:
         with self._lock:
             old = self.active
             old.last_id, old.last_timestamp_ms = self.last_id, self.last_timestamp_ms
-            old.index.write_all(old.index_path)
+            _write_index(old)
             try:
                 # A sealed segment is exactly its records: its reserved space goes,
-                # durably, before a newer segment exists.
+                # durably, before a newer segment exists. (Done again, unchanged,
+                # when a roll the new segment's creation refused is tried again.)
                 old.release_reserved()
                 os.fdatasync(old.fd)
-                self._add_segment(Segment(self.path, self.next_offset, create=True))
+            except OSError as exc:
+                raise self._fail("segment roll", exc) from exc
+            try:
+                new = Segment(self.path, self.next_offset, create=True)
+            except OSError as exc:
+                if exc.errno in TRANSIENT_ERRNOS:
+                    raise self._refuse("segment roll", exc, self.path) from exc
+                raise self._fail("segment roll", exc) from exc
+            self._add_segment(new)
+            try:
                 fsync_dir(self.path)
             except OSError as exc:
                 raise self._fail("segment roll", exc) from exc
@@ -484,8 +564,13 @@ class Log:
             if epochs and epochs[-1][1] == self.next_offset:
                 epochs.pop()  # that epoch ended before writing anything
             epochs.append((epoch, self.next_offset))
+            try:
+                self._write_epochs(epochs)
+            except OSError as exc:
+                if exc.errno in TRANSIENT_ERRNOS:  # the epoch is not begun: ask again
+                    raise self._refuse("epoch change", exc, self.path) from exc
+                raise
             self.epochs = epochs
-            self._write_epochs()
 
     def epoch_end(self, epoch: int) -> tuple[int, int]:
         """(largest known epoch <= `epoch`, the offset where it ended) for truncation
@@ -680,7 +765,20 @@ class Log:
 
     # -- checkpoints ----------------------------------------------------------------
 
-    def _write_epochs(self) -> None:
-        checkpoint.write(
-            self.path / EPOCHS_CHECKPOINT, [f"{e} {first}" for e, first in self.epochs]
-        )
+    def _write_epochs(self, epochs: list[tuple[int, int]] | None = None) -> None:
+        """Write epochs.checkpoint: `epochs`, else the log's."""
+        lines = [f"{e} {first}" for e, first in (self.epochs if epochs is None else epochs)]
+        checkpoint.write(self.path / EPOCHS_CHECKPOINT, lines)
+
+
+def _write_index(seg: Segment, end: int | None = None) -> None:
+    """Write `seg`'s index file: whole, or with `end` the entries of records before
+    byte `end` not yet in it. An error leaves the file short, which loses nothing: the
+    index is a cache, and a read scans on from its last entry."""
+    try:
+        if end is None:
+            seg.index.write_all(seg.index_path)
+        else:
+            seg.index.write_new(seg.index_path, end)
+    except OSError as exc:
+        logger.debug("%s: index not written: %s", seg.index_path, exc)

@@ -8,7 +8,8 @@ Contracts (the words are those of docs/design.md, "The words are contracts"):
 
 - Every offset below the log's `next_offset` is readable: `read`, `read_entries`,
   `read_reverse` and `offset_of_id` write the log's buffer first; `read_with_buffer`
-  decodes the buffer's records in place instead.
+  decodes the buffer's records in place instead, and so do the others when that
+  write meets a transient error (the log's write error state: narad/log/log.py).
 - Reads never return a record below the logical start (`start_offset`).
 - Reads run on the writer's thread (a read may write the buffer).
 - A read leaves the read hint (`Log._read_hint`) at the record after the last one it
@@ -75,8 +76,8 @@ def read(
     stopping before offset `end` (default: the log's end, buffered records
     written to the file first), after `count_max` records, or once `bytes_max`
     record bytes are reached."""
-    if end is None and log._pending:
-        log.write()
+    if end is None and log._pending and not log.try_write():
+        return _take(iter(read_with_buffer(log, offset, count_max)), count_max, bytes_max)
     end = log.written_end if end is None else min(end, log.written_end)
     offset = max(offset, log.start_offset)
     if bytes_max < 1 << 62 or count_max <= 0:
@@ -104,7 +105,7 @@ def read_frames(log: Log, offset: int, bytes_max: int, end: int | None = None) -
     (narad/replication/fullcopy.py), while checkpoints keep its segments."""
     end = log.next_offset if end is None else end
     if log.written_end < end:
-        log.write()
+        log.try_write()  # else only what the file holds
     offset = max(offset, log.segments[0].base_offset)
     batches = _batches_from(log, offset, min(end, log.written_end), 1 << 30)
     records = _take(itertools.chain.from_iterable(batches), 1 << 30, bytes_max)
@@ -131,9 +132,10 @@ def read_entries(
     above): `after` is the ID of the last record taken and the offset after it
     (None: none taken); `above` says a record above `high` ended the read. The
     read stops at the segment's end; the caller goes on with `read` if it wants
-    more. None, and nothing read, when the hint does not name `offset`."""
-    if log._pending:
-        log.write()
+    more. None, and nothing read, when the hint does not name `offset` or the buffer
+    cannot be written (then `read` takes it from the buffer)."""
+    if log._pending and not log.try_write():
+        return None
     if offset < log.start_offset:
         return None
     seg = _segment_of(log, offset)
@@ -163,7 +165,7 @@ def read_with_buffer(log: Log, offset: int, count_max: int) -> list[Record]:
         journaled = log.journaled_end
         return _decode_buffer(log, first, count_max, journaled, log._pending_journaled)
     if pending and first - log._pending_offset > BUFFER_SKIP_MAX:
-        log.write()
+        log.try_write()
     written = log.written_end
     out = read(log, offset, count_max, end=written) if offset < written else []
     wanted = count_max - len(out)
@@ -171,6 +173,11 @@ def read_with_buffer(log: Log, offset: int, count_max: int) -> list[Record]:
         return out
     first = out[-1].offset + 1 if out else first
     return out + _decode_buffer(log, first, wanted, log._pending_offset, 0)
+
+
+def _buffered_from(log: Log, first: int) -> list[Record]:
+    """Every record of the write buffer from offset `first` on."""
+    return _decode_buffer(log, first, log.next_offset - first, log._pending_offset, 0)
 
 
 def _decode_buffer(log: Log, first: int, count: int, base: int, at: int) -> list[Record]:
@@ -260,8 +267,11 @@ def read_reverse(
 ) -> list[Record]:
     """Records at `offset` and below, newest first, never below the logical start
     and never at or above `end` (default: the log's end, as `read`)."""
-    if end is None and log._pending:
-        log.write()
+    if end is None and log._pending and not log.try_write():
+        buffered = _buffered_from(log, max(log._pending_offset, log.start_offset))
+        newest = [rec for rec in reversed(buffered) if rec.offset <= offset]
+        older = _iter_reverse(log, min(offset, log.written_end - 1))
+        return _take(itertools.chain(newest, older), count_max, bytes_max)
     end = log.written_end if end is None else min(end, log.written_end)
     offset = min(offset, end - 1)
     return _take(_iter_reverse(log, offset), count_max, bytes_max)
@@ -302,14 +312,22 @@ def _iter_reverse_once(log: Log, offset: int) -> Iterator[Record]:
 def offset_of_id(log: Log, id_ms: int, id_seq: int, after: bool = False) -> int:
     """The first offset whose record's stream ID is >= the given ID (> with
     `after`), or `written_end` when there is none. The result may lie below the
-    logical start; callers clamp."""
-    if log._pending:
-        log.write()
+    logical start; callers clamp. With records the log could not write (its write
+    error state), past the file's end it looks among them, up to `next_offset`."""
+    written = not log._pending or log.try_write()
     while True:
         try:
-            return _offset_of_id(log, id_ms, id_seq, after)
+            found = _offset_of_id(log, id_ms, id_seq, after)
+            break
         except StaleIndex as exc:
             _rebuild_stale(log, exc)
+    if written or found < log.written_end:
+        return found
+    key = (id_ms, id_seq)
+    for rec in _buffered_from(log, log._pending_offset):
+        if ((rec.id_ms, rec.id_seq) > key) if after else ((rec.id_ms, rec.id_seq) >= key):
+            return rec.offset
+    return log.next_offset
 
 
 def _offset_of_id(log: Log, id_ms: int, id_seq: int, after: bool) -> int:

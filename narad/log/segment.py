@@ -8,6 +8,7 @@ CRC-checked by `format.scan`.
 
 from __future__ import annotations
 
+import errno
 import logging
 import os
 from collections.abc import Collection, Iterator
@@ -28,6 +29,9 @@ CHUNK_BYTES = 64 * 1024
 RESERVE_MIN = 16 * 1024
 RESERVE_MAX = 1024 * 1024
 BLOCK_BYTES = 4096
+# What a write or a reservation meets when the filesystem, or the user's quota, has no
+# room: transient (narad/log/log.py, "the write error state").
+NO_SPACE_ERRNOS = frozenset({errno.ENOSPC, errno.EDQUOT})
 
 logger = logging.getLogger("narad.log")
 
@@ -136,18 +140,27 @@ class Segment:
 
     def reserve(self, end: int) -> None:
         """Grow the file (zero bytes, blocks allocated) so that bytes up to `end` lie
-        inside it. Best effort: where the filesystem cannot, writes extend the file."""
+        inside it, and some more ahead. Where the filesystem cannot, writes extend the
+        file; where it has no room (NO_SPACE_ERRNOS), OSError, nothing reserved."""
         if end <= self.allocated or not self._can_reserve:
             return
+        fd = self.fd
         grow = min(max(self.size, RESERVE_MIN), RESERVE_MAX)
         target = -(-(end + grow) // BLOCK_BYTES) * BLOCK_BYTES
         try:
-            os.posix_fallocate(self.fd, self.allocated, target - self.allocated)
+            os.posix_fallocate(fd, self.allocated, target - self.allocated)
         except OSError as exc:
+            if exc.errno in NO_SPACE_ERRNOS:
+                raise
             self._can_reserve = False
             logger.info("%s: no space reserved ahead of writes: %s", self.path, exc)
             return
         self.allocated = target
+
+    @property
+    def can_reserve(self) -> bool:
+        """Whether the filesystem reserves space ahead of writes (`reserve`)."""
+        return self._can_reserve
 
     def release_reserved(self) -> None:
         """Cut the file to its records (sealing, closing, recovering)."""

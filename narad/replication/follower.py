@@ -33,6 +33,7 @@ import anyio
 
 from narad.log import LogFailed, format
 from narad.log.journal import FLAG_CONTINUES, BadCommit, decode_commit
+from narad.log.log import WriteError
 from narad.replication import wire
 from narad.replication.apply import Diverged, apply_appended
 from narad.replication.fullcopy import CopyIn
@@ -131,12 +132,14 @@ class Follower:
                 await self._session()
             except Exception as raised:  # one session's end: the link is tried again
                 exc = _first(raised)
-                if isinstance(exc, (LogFailed, Diverged)):
+                if isinstance(exc, WriteError):  # the write error state: not now, later
+                    self._broken(f"this node's journal cannot take the commits: {exc}")
+                elif isinstance(exc, (LogFailed, Diverged)):
                     # The journal may hold commits the logs did not take: stop, and let
                     # the next start's recovery (which applies the journal) say more.
                     self.node.commit_failed(f"following the leader: {exc}", 0)
                     return
-                if isinstance(exc, Refused):
+                elif isinstance(exc, Refused):
                     self.refused = str(exc)
                     self._broken(self.refused, logging.ERROR)
                     logger.error(
@@ -147,7 +150,7 @@ class Follower:
                     self.state = "connect"
                     self._parts = []
                     return
-                if isinstance(exc, LinkError):
+                elif isinstance(exc, LinkError):
                     self._broken(str(exc), logging.ERROR)
                 elif isinstance(exc, LINK_LOST):
                     self._broken(f"link lost: {type(exc).__name__}: {exc}")
@@ -315,9 +318,12 @@ class Follower:
         crash), and nothing else runs in between: a checkpoint, a read or a promotion
         must never find the journal ahead of the logs."""
         keyspace = self.node.keyspace
-        keyspace.journal.append_followed(whole)
+        keyspace.journal.append_followed(whole)  # WriteError: not taken, asked again
         link.send_now(self._ack())
-        apply_appended(keyspace, whole)
+        try:
+            apply_appended(keyspace, whole)
+        except WriteError as exc:  # the journal holds what the logs did not all take
+            raise LogFailed(str(exc)) from exc
         self.leader_position = max(self.leader_position, keyspace.journal.position)
         self.node.barrier.schedule()  # wake readers, checkpoint when due
 

@@ -38,6 +38,7 @@ import time
 from pathlib import Path
 from typing import TYPE_CHECKING
 
+from narad import errors
 from narad.config.kinds import BadValue, ReplicaOfKind, replica_of
 from narad.errors import CommandError
 from narad.log import checkpoint
@@ -65,6 +66,7 @@ class Replication:
     def __init__(self, node: Host) -> None:
         self.node = node
         self.leader = Leader(node, self.update_refusal, self.acks_changed)
+        node.barrier.write_error_changed = self.update_refusal
         self.follower: Follower | None = None
         self._tick_handle: asyncio.TimerHandle | None = None
         self._last_ping_s = 0.0
@@ -274,8 +276,11 @@ class Replication:
         """What the dispatcher answers a write with, before running it, if anything."""
         node = self.node
         quorum = self.leader.quorum
+        write_error = node.keyspace.journal.write_error
         if self.follower is not None or self._refuses_writes():
             node.refusal = READONLY
+        elif write_error is not None:  # as Redis, before min-replicas
+            node.refusal = errors.write_error(write_error)
         elif quorum and self.leader.good_replicas() < quorum:
             node.refusal = NOREPLICAS
         else:
