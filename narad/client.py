@@ -9,6 +9,14 @@ leaves on its own: the commit barrier (narad/barrier.py) has it written here onc
 commit the reply depends on is released. Replies past the output buffer limit are
 dropped together with the connection.
 
+One client cannot hold the others up: its commands stop running, and its socket stops
+being read, once they ran for TURN_NS in one turn of the event loop or once
+OUTPUT_HIGH_BYTES of its output wait to be sent (its socket's buffer and the replies
+of this iteration), and go on in a later turn, when its socket has drained. A long
+reply (narad/node.py's Streamed) is encoded a chunk at a time the same way. So a
+client that sends commands and never reads their replies holds about
+OUTPUT_HIGH_BYTES of them, not all of them.
+
 Owned by the event loop thread.
 """
 
@@ -35,6 +43,13 @@ if TYPE_CHECKING:
 # narad/serve.py sets this logger's level).
 logger = logging.getLogger("narad.server")
 
+# Output a client may have waiting before its commands stop running (module doc).
+OUTPUT_HIGH_BYTES = 1 << 20
+# How long one client's commands may run in one turn of the event loop, checked
+# every TURN_CHECK commands.
+TURN_NS = 5_000_000
+TURN_CHECK = 16
+
 
 class Client(asyncio.Protocol):
     """One connection. Owned by the event loop thread."""
@@ -56,6 +71,8 @@ class Client(asyncio.Protocol):
         self.created_s = time.time()
         self.last_interaction_s = self.created_s
         self.protocol_error: str | None = None
+        # Its commands wait for a later turn of the event loop (module doc).
+        self.held = False
         # Set once the connection is a replica following this node (PSYNC):
         # narad/replication/leader.py sends it the journal.
         self.replica_link: ReplicaLink | None = None
@@ -85,6 +102,7 @@ class Client(asyncio.Protocol):
             return
         node.sessions[self.session.id] = self.session
         OPEN_FILES.share(len(node.sessions))
+        stream_transport.set_write_buffer_limits(high=OUTPUT_HIGH_BYTES)  # type: ignore[attr-defined]
         keepalive = int(node.config["tcp-keepalive"])  # type: ignore[call-overload]
         if keepalive:
             _keepalive(transport.get_extra_info("socket"), keepalive)
@@ -103,7 +121,7 @@ class Client(asyncio.Protocol):
         stats.reads_processed += 1
         parser = self.parser
         queue = self.queue
-        if not queue and self.protocol_error is None:
+        if not queue and self.protocol_error is None and not self.held:
             session = self.session
             parser.authenticated = session.authenticated
             batch = parser.feed_whole(data)
@@ -112,6 +130,8 @@ class Client(asyncio.Protocol):
                     # One whole command and nothing else buffered: what run_queued
                     # would do, without its loop.
                     self._execute(batch[0])
+                    if self.session.streaming is not None:
+                        self._hold()
                     return
                 queue.extend(batch)
                 self.run_queued()
@@ -122,7 +142,8 @@ class Client(asyncio.Protocol):
             logger.warning("closing client %s: query buffer limit reached", self.addr)
             self.close()
             return
-        self.run_queued()
+        if not self.held:
+            self.run_queued()
 
     def _next_batch(self) -> bool:
         """Parse more commands into the queue; False when none are complete."""
@@ -141,6 +162,12 @@ class Client(asyncio.Protocol):
         for the commands after it."""
         queue = self.queue
         session = self.session
+        transport = self.transport
+        if transport is not None and transport.get_write_buffer_size() > OUTPUT_HIGH_BYTES:
+            self._hold()
+            return
+        deadline = time.perf_counter_ns() + TURN_NS
+        ran = 0
         while session.blocked is None and not self.closing:
             if not queue and (
                 self.protocol_error is not None
@@ -149,6 +176,14 @@ class Client(asyncio.Protocol):
             ):
                 break
             self._execute(queue.popleft())
+            ran += 1
+            if (
+                len(session.out) > OUTPUT_HIGH_BYTES
+                or session.streaming is not None
+                or (ran % TURN_CHECK == 0 and time.perf_counter_ns() > deadline)
+            ):
+                self._hold()
+                return
         if (
             self.protocol_error is not None
             and not self.queue
@@ -157,6 +192,39 @@ class Client(asyncio.Protocol):
         ):
             session.reply(ErrorReply("ERR", self.protocol_error))
             session.close_after_reply()
+
+    def _hold(self) -> None:
+        """Run no more of this client's commands, and read none, until `_go_on`
+        finds its output handed to the socket and the socket's buffer below
+        OUTPUT_HIGH_BYTES: no sooner than the next turn of the event loop."""
+        if self.closing:
+            return
+        if not self.held:
+            self.held = True
+            if self.transport is not None:
+                self.transport.pause_reading()
+        asyncio.get_running_loop().call_soon(self._go_on)
+
+    def _go_on(self) -> None:
+        transport = self.transport
+        if self.closing or not self.held or transport is None:
+            return
+        session = self.session
+        if (
+            session.out
+            or (session.sealed and session.streaming is not None)
+            or transport.get_write_buffer_size() > OUTPUT_HIGH_BYTES
+        ):
+            # Called again when the barrier hands the replies over (`write`) or the
+            # socket drains (`resume_writing`).
+            return
+        if session.streaming is not None:
+            session.reply_more()
+            if session.streaming is not None or session.out:
+                return
+        self.held = False
+        transport.resume_reading()
+        self.run_queued()
 
     def _execute(self, argv: list[bytes]) -> None:
         """Run one command; a CLIENT REPLY SKIP it set applies to the next one."""
@@ -183,6 +251,8 @@ class Client(asyncio.Protocol):
     def resume_writing(self) -> None:
         if self.replica_link is not None:
             self.node.replication.leader.resumed(self.replica_link)
+        elif self.held:
+            self._go_on()
 
     # -- writing ------------------------------------------------------------------------
 
@@ -201,6 +271,8 @@ class Client(asyncio.Protocol):
                 logger.warning("closing client %s: output buffer limit reached", self.addr)
                 transport.abort()
                 return
+            if self.held:
+                asyncio.get_running_loop().call_soon(self._go_on)
         if self.closing and not self.session.out:
             transport.close()
 
@@ -209,6 +281,13 @@ class Client(asyncio.Protocol):
         logger.warning("closing client %s: output buffer limit reached", self.addr)
         self.session.out.clear()
         self.queue.clear()
+        self.closing = True
+        if self.transport is not None:
+            self.transport.abort()
+
+    def abort(self, why: str) -> None:
+        """Drop the connection at once, its unsent output with it."""
+        logger.warning("closing client %s: %s", self.addr, why)
         self.closing = True
         if self.transport is not None:
             self.transport.abort()

@@ -27,7 +27,8 @@ import asyncio
 import logging
 import os
 from collections import deque
-from typing import TYPE_CHECKING, Any, Protocol
+from collections.abc import Iterator
+from typing import TYPE_CHECKING, Any, NamedTuple, Protocol
 
 from narad import errors
 from narad.barrier import CommitBarrier, CommitFailed
@@ -57,6 +58,18 @@ QUEUED = object()  # the reply marker for a queued command
 NO_REPLY = object()  # a handler's answer when nothing is to be sent (CLIENT REPLY OFF)
 
 
+class Streamed(NamedTuple):
+    """A handler's answer that is an array too long to encode in one turn of the event
+    loop: its length, and its elements a list at a time. The session encodes the
+    header at once and each list when its connection asks for more
+    (`Session.reply_more`), so that other clients run in between. The handler
+    guarantees that the lists hold exactly `length` elements, whatever runs in
+    between; a list that cannot be made (an exception) closes the connection."""
+
+    length: int
+    parts: Iterator[list[Any]]
+
+
 class Runner(Protocol):
     """What a handler may ask of the dispatcher that runs it (narad/dispatch.py): EXEC
     runs its queued commands through `call`."""
@@ -82,6 +95,9 @@ class Connection(Protocol):
 
     def run_queued(self) -> None:
         """Run the commands parsed and not yet run (after a blocked command replied)."""
+
+    def abort(self, why: str) -> None:
+        """Drop the connection at once, its unsent output with it."""
 
     def over_output_limit(self) -> None:
         """Drop the replies and the connection: past the output buffer limit."""
@@ -339,6 +355,8 @@ class Session:
         # how many of this session's reply batches the barrier holds sealed.
         self.reads_data = False
         self.sealed = 0
+        # The parts of a Streamed reply still to encode.
+        self.streaming: Iterator[list[Any]] | None = None
 
     @property
     def addr(self) -> str:
@@ -360,6 +378,9 @@ class Session:
             out += b"$%d\r\n%b\r\n" % (len(value), value)
         elif value is QUEUED:
             out += b"+QUEUED\r\n"
+        elif value.__class__ is Streamed:
+            out += b"*%d\r\n" % value.length
+            self.streaming = value.parts
         else:
             mark = len(out)
             try:
@@ -382,6 +403,26 @@ class Session:
         limit = self.node.output_limit_bytes
         if limit and len(out) > limit:
             self.connection.over_output_limit()
+
+    def reply_more(self) -> None:
+        """Encode the next part of the Streamed reply (see `Streamed`)."""
+        parts = self.streaming
+        assert parts is not None
+        try:
+            part = next(parts, None)
+        except Exception as exc:  # the part could not be made: the reply cannot end
+            self.streaming = None
+            self.connection.abort(f"a long reply could not be completed: {exc!r}")
+            return
+        if part is None:
+            self.streaming = None
+            return
+        self.reads_data = True  # sealed behind the parts before it
+        out = self.out
+        if not out:
+            self.barrier.wants_send(self)
+        for value in part:
+            encode_into(out, value, self.protocol)
 
     def reply_error(self, exc: CommandError) -> None:
         stats = self.node.stats
@@ -429,6 +470,7 @@ class Session:
     def ended(self) -> None:
         """The connection is gone: nothing waits on this session any more, and
         nothing of it is sent."""
+        self.streaming = None
         self.unblock()
         self.unwatch_all()
         node = self.node

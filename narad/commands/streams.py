@@ -19,12 +19,17 @@ from narad.errors import IDS_EXHAUSTED, CommandError, syntax, wrong_arity
 from narad.held_back import can_hold
 from narad.keywatch import Block
 from narad.log.format import entry_too_large
+from narad.node import Streamed
 from narad.resp import NullArray
 from narad.streams import ids
 from narad.streams.stream import Entry, Stream
 
 if TYPE_CHECKING:
     from narad.node import Session
+
+# An XRANGE or XREVRANGE of more entries than this is answered this many at a time
+# (Streamed), other clients' commands running in between.
+PART_ENTRIES = 1000
 
 
 def now_ms() -> int:
@@ -283,6 +288,12 @@ def _range(session: Session, args: list[bytes], reverse: bool) -> Any:
     if low is None or high is None or low > high:
         return []
     count = count or 0  # 0: all, for range and revrange
+    if (not count or count > PART_ENTRIES) and not session.in_exec:
+        # Perhaps too long to encode in one turn of the event loop (narad/node.py).
+        length, parts = stream.range_parts(low, high, count, reverse, PART_ENTRIES)
+        if length > PART_ENTRIES:
+            return Streamed(length, ([entry_reply(e) for e in part] for part in parts))
+        return [entry_reply(e) for part in parts for e in part]
     found = stream.revrange(high, low, count) if reverse else stream.range(low, high, count)
     return [entry_reply(e) for e in found]
 

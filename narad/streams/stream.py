@@ -52,6 +52,11 @@ logger = logging.getLogger("narad.streams")
 STATE_COMPACT_BYTES = 16 * 1024 * 1024
 READ_BATCH = 256
 
+
+class RangeGone(Exception):
+    """Records a range read as they were (`Stream.range_parts`) left the log first."""
+
+
 Entry = tuple[int, list[bytes]]  # (entry ID, flat field/value list)
 
 # One packer for every op, reused (a fresh one per op costs about three times as
@@ -355,6 +360,52 @@ class Stream:
                         return out
             offset = batch[-1].offset + 1
             self._after_hint = (sid, offset)
+
+    def range_parts(
+        self, low: int, high: int, count: int = 0, reverse: bool = False, part: int = 1000
+    ) -> tuple[int, Iterator[list[Entry]]]:
+        """The live entries with low <= ID <= high (at most `count`; 0: all), oldest
+        first, or newest first when `reverse`, as they are at this call: how many, and
+        the entries `part` at a time, read as each list is asked for. Entries added,
+        deleted or trimmed after the call change nothing of what the lists hold (the
+        offsets are fixed now, and the deleted ones among them copied); the iterator
+        raises RangeGone if the log no longer holds the records it has to read."""
+        data = self.data
+        lo = max(data.offset_of_id(*ids.split(low)), self.start)
+        hi = min(data.offset_of_id(*ids.split(high), after=True), data.next_offset)
+        if hi <= lo:
+            return 0, iter(())
+        deleted = {o for o in self.deleted if lo <= o < hi}
+        total = hi - lo - len(deleted)
+        if count:
+            total = min(total, count)
+        return total, self._parts(lo, hi, deleted, total, reverse, part)
+
+    def _parts(
+        self, lo: int, hi: int, deleted: set[int], total: int, reverse: bool, part: int
+    ) -> Iterator[list[Entry]]:
+        data = self.data
+        left = total
+        offset = hi - 1 if reverse else lo
+        while left:
+            if reverse:
+                batch = data.read_reverse(offset, count_max=part)
+            else:
+                batch = data.read(offset, count_max=part)
+            out: list[Entry] = []
+            for rec in batch:
+                at = rec.offset
+                if not lo <= at < hi:
+                    break
+                if at not in deleted:
+                    out.append((ids.make(rec.id_ms, rec.id_seq), decode_fields(rec.payload)))
+                    left -= 1
+                    if not left:
+                        break
+            if not out and left:
+                raise RangeGone(f"offsets {lo}..{hi} of {self.data.path} are no longer held")
+            offset = batch[-1].offset + (-1 if reverse else 1)
+            yield out
 
     def revrange(self, high: int, low: int, count: int = 0) -> list[Entry]:
         """Live entries with low <= ID <= high, newest first, at most `count` (0: all)."""
