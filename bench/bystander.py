@@ -33,82 +33,22 @@ ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
 from narad.resp.encoder import encode_request  # noqa: E402
+from tests.bystander import Bystander, fill, greedy  # noqa: E402
 from tests.servers import NaradProcess, RedisProcess, ServerProcess  # noqa: E402
 
 ENTRY = b"x" * 1000
 
 
-def rss_kb(pid: int) -> int:
-    with open(f"/proc/{pid}/status") as f:
-        for line in f:
-            if line.startswith("VmRSS:"):
-                return int(line.split()[1])
-    return 0
-
-
-class Bystander:
-    """PINGs every 10 ms on its own connection; notes each round trip and peak RSS."""
-
-    def __init__(self, server: ServerProcess) -> None:
-        self.server = server
-        self.latencies: list[float] = []
-        self.peak_rss_kb = 0
-        self.stop = threading.Event()
-        self.thread = threading.Thread(target=self._run, daemon=True)
-
-    def __enter__(self) -> Bystander:
-        self.thread.start()
-        return self
-
-    def __exit__(self, *exc: object) -> None:
-        self.stop.set()
-        self.thread.join(timeout=60)
-
-    def _run(self) -> None:
-        assert self.server.proc is not None
-        with socket.create_connection(("127.0.0.1", self.server.port), timeout=60) as conn:
-            while not self.stop.is_set():
-                start = time.perf_counter()
-                conn.sendall(b"PING\r\n")
-                if conn.recv(16) != b"+PONG\r\n":
-                    raise RuntimeError("the bystander's PING got no PONG")
-                self.latencies.append(time.perf_counter() - start)
-                self.peak_rss_kb = max(self.peak_rss_kb, rss_kb(self.server.proc.pid))
-                time.sleep(0.01)
-
-    def figures(self) -> tuple[float, float, int]:
-        ms = sorted(x * 1000 for x in self.latencies)
-        p99 = ms[min(len(ms) - 1, int(len(ms) * 0.99))]
-        return ms[-1], p99, self.peak_rss_kb // 1024
-
-
-def greedy(port: int) -> socket.socket:
-    """A connection whose receive buffer stays small, so replies pile up server-side."""
-    conn = socket.socket()
-    conn.setsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF, 4096)
-    conn.connect(("127.0.0.1", port))
-    return conn
-
-
-def fill(server: ServerProcess, entries: int) -> None:
-    client = server.client(socket_timeout=None)
-    for start in range(0, entries, 1000):
-        pipe = client.pipeline(transaction=False)
-        for _ in range(min(1000, entries - start)):
-            pipe.xadd("s", {"f": ENTRY})
-        pipe.execute()
-
-
 def pipelined_xrange(server: ServerProcess, args: argparse.Namespace) -> list[socket.socket]:
-    fill(server, 1000)
-    conn = greedy(server.port)
+    fill(server, 1000, ENTRY)
+    conn = greedy(server)
     conn.sendall(encode_request([b"XRANGE", b"s", b"-", b"+", b"COUNT", b"100"]) * 2000)
     return [conn]
 
 
 def big_xadd(server: ServerProcess, args: argparse.Namespace) -> list[socket.socket]:
     value = b"v" * (args.xadd_mb << 20)
-    conns = [greedy(server.port) for _ in range(3)]
+    conns = [greedy(server) for _ in range(3)]
     threads = [
         threading.Thread(
             target=c.sendall, args=(encode_request([b"XADD", b"k%d" % i, b"*", b"f", value]),)
@@ -123,8 +63,8 @@ def big_xadd(server: ServerProcess, args: argparse.Namespace) -> list[socket.soc
 
 
 def unread_xrange(server: ServerProcess, args: argparse.Namespace) -> list[socket.socket]:
-    fill(server, args.entries)
-    conns = [greedy(server.port) for _ in range(3)]
+    fill(server, args.entries, ENTRY)
+    conns = [greedy(server) for _ in range(3)]
     for c in conns:
         c.sendall(encode_request([b"XRANGE", b"s", b"-", b"+"]))
     return conns
@@ -147,7 +87,7 @@ def measure(
             time.sleep(0.2)
             conns = SCENARIOS[scenario](server, args)
             time.sleep(args.seconds)  # the greedy clients never read
-        return bystander.figures()
+        return bystander.worst_ms, bystander.p99_ms, int(bystander.peak_mb)
     finally:
         for c in conns:
             c.close()

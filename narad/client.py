@@ -268,8 +268,7 @@ class Client(asyncio.Protocol):
             transport.write(data)
             hard = self.node.output_limit_bytes
             if hard and transport.get_write_buffer_size() > hard:
-                logger.warning("closing client %s: output buffer limit reached", self.addr)
-                transport.abort()
+                self.abort("output buffer limit reached")
                 return
             if self.held:
                 asyncio.get_running_loop().call_soon(self._go_on)
@@ -278,12 +277,9 @@ class Client(asyncio.Protocol):
 
     def over_output_limit(self) -> None:
         """Replies beyond the output buffer limit: drop them and the connection."""
-        logger.warning("closing client %s: output buffer limit reached", self.addr)
         self.session.out.clear()
         self.queue.clear()
-        self.closing = True
-        if self.transport is not None:
-            self.transport.abort()
+        self.abort("output buffer limit reached")
 
     def abort(self, why: str) -> None:
         """Drop the connection at once, its unsent output with it."""

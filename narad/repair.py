@@ -26,7 +26,6 @@ them; neither may import it.
 
 from __future__ import annotations
 
-import os
 from collections.abc import Iterable, Iterator
 from pathlib import Path
 from typing import Any
@@ -37,7 +36,7 @@ from narad.config import Config
 from narad.errors import clip
 from narad.keyspace import STATE_SEGMENT_BYTES, Keyspace, LogFault
 from narad.log import Log, LogConfig, LogCorrupted, checkpointer
-from narad.log.check import Kind, Problem, Salvage, folder_records, salvage
+from narad.log.check import Kind, Problem, Salvage, folder_records, salvage, truncate_durably
 from narad.log.checkpoint import fsync_dir
 from narad.log.journal import JOURNAL_FOLDER, KIND_META, KIND_STATE, log_key
 from narad.log.segment import INDEX_SUFFIX
@@ -284,10 +283,5 @@ def _cut(folder: Path, plan: Salvage) -> None:
     if plan.cut is not None:
         path, position = plan.cut
         path.with_suffix(INDEX_SUFFIX).unlink(missing_ok=True)
-        fd = os.open(path, os.O_WRONLY)
-        try:
-            os.ftruncate(fd, position)
-            os.fsync(fd)
-        finally:
-            os.close(fd)
+        truncate_durably(path, position)
     fsync_dir(folder)

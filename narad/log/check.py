@@ -704,7 +704,7 @@ class _SegmentCheck:
         problem = Problem(Kind.TORN_TAIL, self.f.path, bad.position, what, size, repairable=True)
         self.log.add(problem)
         if self.log.repair:
-            _truncate(self.f.path, bad.position)
+            truncate_durably(self.f.path, bad.position)
             problem.repaired = True
 
     # -- the index --------------------------------------------------------------------
@@ -763,7 +763,7 @@ def _entry(entry: IndexEntry) -> str:
     return f"(offset {offset}, position {position}, id {id_ms}-{id_seq})"
 
 
-def _truncate(path: Path, size: int) -> None:
+def truncate_durably(path: Path, size: int) -> None:
     """Cut the file to `size` bytes, durably."""
     fd = os.open(path, os.O_WRONLY)
     try:

@@ -387,12 +387,12 @@ class Stream:
         data = self.data
         left = total
         offset = hi - 1 if reverse else lo
+        out: list[Entry] = []
         while left:
-            if reverse:
-                batch = data.read_reverse(offset, count_max=part)
-            else:
-                batch = data.read(offset, count_max=part)
-            out: list[Entry] = []
+            read = data.read_reverse if reverse else data.read
+            batch = read(offset, count_max=part)
+            if not batch or not lo <= batch[0].offset < hi:
+                raise RangeGone(f"offsets {lo}..{hi} of {data.path} are no longer held")
             for rec in batch:
                 at = rec.offset
                 if not lo <= at < hi:
@@ -402,10 +402,10 @@ class Stream:
                     left -= 1
                     if not left:
                         break
-            if not out and left:
-                raise RangeGone(f"offsets {lo}..{hi} of {self.data.path} are no longer held")
             offset = batch[-1].offset + (-1 if reverse else 1)
-            yield out
+            if len(out) >= part or not left:  # never an empty part (Streamed)
+                yield out
+                out = []
 
     def revrange(self, high: int, low: int, count: int = 0) -> list[Entry]:
         """Live entries with low <= ID <= high, newest first, at most `count` (0: all)."""

@@ -10,53 +10,17 @@ replies asked for, and the greedy client, once it reads, gets every reply whole.
 from __future__ import annotations
 
 import socket
-import threading
 import time
+from collections.abc import Callable
 from pathlib import Path
 
 import hiredis
 
 from narad.resp.encoder import encode_request
+from tests.bystander import Bystander, fill, greedy, rss_mb
 from tests.servers import NaradProcess
 
 ENTRY = b"x" * 1000
-
-
-def rss_mb(server: NaradProcess) -> float:
-    assert server.proc is not None
-    with open(f"/proc/{server.proc.pid}/status") as f:
-        kb = next(int(line.split()[1]) for line in f if line.startswith("VmRSS:"))
-    return kb / 1024
-
-
-class Bystander(threading.Thread):
-    """PINGs every 10 ms; notes the worst round trip and the server's peak RSS."""
-
-    def __init__(self, server: NaradProcess) -> None:
-        super().__init__(daemon=True)
-        self.server = server
-        self.worst_ms = 0.0
-        self.pings = 0
-        self.peak_mb = 0.0
-        self.done = threading.Event()
-
-    def run(self) -> None:
-        with socket.create_connection(("127.0.0.1", self.server.port), timeout=30) as conn:
-            while not self.done.is_set():
-                start = time.perf_counter()
-                conn.sendall(b"PING\r\n")
-                assert conn.recv(16) == b"+PONG\r\n"
-                self.worst_ms = max(self.worst_ms, (time.perf_counter() - start) * 1000)
-                self.pings += 1
-                self.peak_mb = max(self.peak_mb, rss_mb(self.server))
-                time.sleep(0.01)
-
-
-def greedy(server: NaradProcess) -> socket.socket:
-    conn = socket.socket()
-    conn.setsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF, 4096)
-    conn.connect(("127.0.0.1", server.port))
-    return conn
 
 
 def read_replies(conn: socket.socket, n: int) -> list[object]:
@@ -72,13 +36,16 @@ def read_replies(conn: socket.socket, n: int) -> list[object]:
     return replies
 
 
-def fill(server: NaradProcess, entries: int) -> None:
-    client = server.client(socket_timeout=None)
-    for start in range(0, entries, 1000):
-        pipe = client.pipeline(transaction=False)
-        for _ in range(min(1000, entries - start)):
-            pipe.xadd("s", {"f": ENTRY})
-        pipe.execute()
+def watched(server: NaradProcess, load: Callable[[], None], asked_mb: int) -> float:
+    """Run `load` under a bystander's watch for 2 s; how many MB the server grew."""
+    base = rss_mb(server)
+    with Bystander(server) as bystander:
+        load()
+    grew = bystander.peak_mb - base
+    print(f"bystander worst PING {bystander.worst_ms:.0f} ms over "
+          f"{len(bystander.latencies_ms)}; RSS grew {grew:.0f} MB for {asked_mb} MB of replies")
+    assert len(bystander.latencies_ms) > 50
+    return grew
 
 
 def test_unread_pipelined_replies_stay_on_the_client_s_side(tmp_path: Path) -> None:
@@ -86,19 +53,13 @@ def test_unread_pipelined_replies_stay_on_the_client_s_side(tmp_path: Path) -> N
     server = NaradProcess(tmp_path, ["--fsync", "everysec"]).start()
     conn = greedy(server)
     try:
-        fill(server, 1000)
-        base = rss_mb(server)
-        bystander = Bystander(server)
-        bystander.start()
-        conn.sendall(encode_request([b"XRANGE", b"s", b"-", b"+", b"COUNT", b"100"]) * 1000)
-        time.sleep(2)
-        bystander.done.set()
-        bystander.join(timeout=30)
-        grew = bystander.peak_mb - base
-        print(f"bystander worst PING {bystander.worst_ms:.0f} ms over {bystander.pings}; "
-              f"RSS grew {grew:.0f} MB for 100 MB of replies")
-        assert bystander.pings > 50
-        assert grew < 50
+        fill(server, 1000, ENTRY)
+
+        def load() -> None:
+            conn.sendall(encode_request([b"XRANGE", b"s", b"-", b"+", b"COUNT", b"100"]) * 1000)
+            time.sleep(2)
+
+        assert watched(server, load, 100) < 50
         replies = read_replies(conn, 1000)
         assert all(len(r) == 100 for r in replies)  # type: ignore[arg-type]
     finally:
@@ -111,25 +72,19 @@ def test_a_long_xrange_is_answered_in_parts(tmp_path: Path) -> None:
     server = NaradProcess(tmp_path, ["--fsync", "everysec"]).start()
     conns = [greedy(server) for _ in range(3)]
     try:
-        fill(server, 20_000)
+        fill(server, 20_000, ENTRY)
         client = server.client()
         client.xdel("s", client.xrange("s", count=3)[1][0])  # a deleted entry is skipped
-        base = rss_mb(server)
-        bystander = Bystander(server)
-        bystander.start()
-        for conn in conns:
-            conn.sendall(encode_request([b"XRANGE", b"s", b"-", b"+"]))
-        time.sleep(1)
-        client.xadd("s", {"f": b"after"})  # written while the replies are unread
-        client.xtrim("s", maxlen=10, approximate=False)
-        time.sleep(1)
-        bystander.done.set()
-        bystander.join(timeout=30)
-        grew = bystander.peak_mb - base
-        print(f"bystander worst PING {bystander.worst_ms:.0f} ms over {bystander.pings}; "
-              f"RSS grew {grew:.0f} MB for 60 MB of replies")
-        assert bystander.pings > 50
-        assert grew < 40
+
+        def load() -> None:
+            for conn in conns:
+                conn.sendall(encode_request([b"XRANGE", b"s", b"-", b"+"]))
+            time.sleep(1)
+            client.xadd("s", {"f": b"after"})  # written while the replies are unread
+            client.xtrim("s", maxlen=10, approximate=False)
+            time.sleep(1)
+
+        assert watched(server, load, 60) < 40
         for conn in conns:
             (entries,) = read_replies(conn, 1)
             assert len(entries) == 19_999  # type: ignore[arg-type]
@@ -139,4 +94,20 @@ def test_a_long_xrange_is_answered_in_parts(tmp_path: Path) -> None:
     finally:
         for conn in conns:
             conn.close()
+        server.stop()
+
+
+def test_a_long_range_over_a_run_of_deleted_entries(tmp_path: Path) -> None:
+    """More deleted entries in a row than a part holds: the parts skip them whole."""
+    server = NaradProcess(tmp_path).start()
+    try:
+        fill(server, 4000, b"v")
+        client = server.client()
+        ids = [entry_id for entry_id, _ in client.xrange("s")]
+        for start in range(1000, 3000, 500):
+            client.xdel("s", *ids[start : start + 500])
+        kept = ids[:1000] + ids[3000:]
+        assert [entry_id for entry_id, _ in client.xrange("s")] == kept
+        assert [entry_id for entry_id, _ in client.xrevrange("s")] == kept[::-1]
+    finally:
         server.stop()
