@@ -245,10 +245,25 @@ class Leader:
     # -- acknowledgements -----------------------------------------------------------------
 
     def acked(self, link: ReplicaLink, position: int, fsynced: int) -> None:
-        link.last_ack_s = time.monotonic()
+        """REPLCONF ACK `position` FACK `fsynced` from `link`'s replica. A replica
+        holds only what it was sent: an ack past that is a protocol error, never a
+        vote (a client that sent PSYNC could otherwise claim any position and meet
+        the quorum for writes only this node holds), and the link is dropped."""
         if link.copy is not None:
+            link.last_ack_s = time.monotonic()
             return  # the replica holds nothing of this history yet
-        link.acked = max(link.acked, min(position, link.sent))
+        if max(position, fsynced) > link.sent:
+            logger.warning(
+                "event=replica_protocol_error replica=%s acked=%d fsynced=%d sent=%d"
+                " reason=ack_past_sent: disconnected",
+                link.name, position, fsynced, link.sent,
+            )
+            transport = link.peer.transport
+            if transport is not None:
+                transport.abort()
+            return
+        link.last_ack_s = time.monotonic()
+        link.acked = max(link.acked, position)
         link.fsynced = max(link.fsynced, min(fsynced, link.acked))
         self.node.barrier.release(self.quorum_position())
         self.acks_changed()

@@ -39,6 +39,13 @@ from narad.sentinel.state import Group, Node, Peer, address
 
 logger = logging.getLogger("narad.sentinel")
 
+# A claimed sentinel (Sentinel.claim_peer) has this long, at most, to answer its
+# probe; a claim refused is not probed again for CLAIM_RETRY_S; at most CLAIMS_MAX
+# claims per group are remembered.
+PROBE_TIMEOUT_S = 2.0
+CLAIM_RETRY_S = 30.0
+CLAIMS_MAX = 64
+
 TICK_S = 0.05
 # The sentinels that agree a leader is down start their failovers one after the other,
 # by run id, this far apart (and a little at random), so that the first is elected
@@ -187,6 +194,61 @@ class Sentinel:
         self._watch(peer, group)
         return peer
 
+    def claim_peer(self, group: Group, ip: str, port: int, run_id: str) -> Peer | None:
+        """Another sentinel is said to watch `group` from ip:port as `run_id` (a client
+        name on a data node, or a hello): the peer, if known at that address already.
+        Otherwise the claim is probed at that address (`_probe`), and the sentinel is
+        added (counted, persisted) only once it answers there as that sentinel of that
+        group: a name or a message alone is never a vote."""
+        if run_id == self.my_id or self._tasks is None:
+            return None
+        peer = group.peers.get(run_id)
+        if peer is not None and (peer.ip, peer.port) == (ip, port):
+            return peer
+        claim = (ip, port, run_id)
+        now = time.monotonic()
+        if group.claims.get(claim, 0.0) > now:
+            return None  # being probed, or refused a moment ago
+        if len(group.claims) >= CLAIMS_MAX:
+            for old in [c for c, until in group.claims.items() if until <= now]:
+                del group.claims[old]
+            if len(group.claims) >= CLAIMS_MAX:
+                return None  # a flood of claims: the real ones are heard again later
+        group.claims[claim] = now + CLAIM_RETRY_S
+        self.spawn(functools.partial(self._probe, group, claim))
+        return None
+
+    async def _probe(self, group: Group, claim: tuple[str, int, str]) -> None:
+        """Ask the sentinel claimed at its address who it is and whether it watches
+        `group`; add it if it answers so, else log the refusal (not retried for
+        CLAIM_RETRY_S)."""
+        ip, port, run_id = claim
+        link = self._peer_link(ip, port)
+        timeout_s = min(PROBE_TIMEOUT_S, max(0.1, group.down_after_s))
+        reason = ""
+        try:
+            answer = await link.call("SENTINEL", "MYID", timeout_s=timeout_s)
+            if answer != run_id.encode():
+                reason = f"its id is {answer!r}"[:80]
+            else:
+                await link.call("SENTINEL", "MASTER", group.name, timeout_s=timeout_s)
+        except LinkDown as exc:
+            reason = f"no answer: {exc}"
+        except Refused as exc:
+            reason = f"refused: {exc}"
+        finally:
+            await link.close()
+        if self.groups.get(group.name) is not group:
+            return  # removed or reset meanwhile
+        if reason:
+            logger.warning(
+                "event=sentinel_claim_refused master=%s address=%s run_id=%s reason=%r",
+                group.name, address(ip, port), run_id[:40], reason,
+            )
+            return
+        group.claims.pop(claim, None)
+        self.add_peer(group, ip, port, run_id)
+
     def _forget_peer(self, group: Group, peer: Peer) -> None:
         del group.peers[peer.run_id]
         scope = self._watchers.pop(peer, None)
@@ -329,9 +391,9 @@ class Sentinel:
             current, newer = int(epoch), int(config_epoch)
         except ValueError:
             return
-        peer = self.add_peer(group, ip, int(port), run_id)
+        peer = self.claim_peer(group, ip, int(port), run_id)
         if peer is None:
-            return
+            return  # not a sentinel this one knows there: nothing it says is taken
         peer.last_hello_s = time.monotonic()
         self.observe_epoch(current)
         if newer > group.config.config_epoch and group.failover is None:

@@ -138,6 +138,10 @@ class Group:
     history: str = ""
     # Why the last failover could promote nothing (shown by INFO), until one does.
     stuck: str = ""
+    # Sentinels claimed (by a client name on a node, or a hello) but not yet in
+    # `peers`: (ip, port, run id) -> monotonic time before which the claim is not
+    # probed again (it is being probed, or was refused). Bounded: CLAIMS_MAX.
+    claims: dict[tuple[str, int, str], float] = field(default_factory=dict)
 
     @property
     def name(self) -> str:

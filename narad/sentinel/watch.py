@@ -124,12 +124,18 @@ async def _find_peers(sentinel: Sentinel, group: Group, node: Node) -> None:
     listing = await link.call("CLIENT", "LIST", timeout_s=group.down_after_s)
     if not isinstance(listing, bytes):
         return
+    # With `auth-user` set, sentinels log in to the nodes as that user: a connection
+    # of another user naming itself so is not one.
+    user = group.config.auth_user
     for line in listing.decode("utf-8", "replace").splitlines():
-        for part in line.split(" "):
+        parts = line.split(" ")
+        if user and f"user={user}" not in parts:
+            continue
+        for part in parts:
             if part.startswith("name=sentinel:"):
                 words = part[5:].split(":", 3)
                 if len(words) == 4 and words[2].isdigit() and words[3]:
-                    sentinel.add_peer(group, words[3], int(words[2]), words[1])
+                    sentinel.claim_peer(group, words[3], int(words[2]), words[1])
 
 
 async def peer(sentinel: Sentinel, group: Group, peer: Peer) -> None:
