@@ -102,7 +102,34 @@ def make_certificates(folder: Path) -> Certificates:
     return Certificates(folder)
 
 
-class TLSNaradProcess(NaradProcess):
+class TLSClients:
+    """For a ServerProcess whose `port` is a TLS port: the start's PING and
+    `client()` go through TLS with the client certificate of `certs`."""
+
+    certs: Certificates
+    host: str
+    port: int
+    proc: subprocess.Popen[bytes] | None
+    log: Callable[[], str]
+
+    def _answers(self) -> bool:
+        assert self.proc is not None
+        if self.proc.poll() is not None:
+            raise RuntimeError(f"server exited with {self.proc.returncode}: {self.log()}")
+        try:
+            with tls_connection(self.host, self.port, self.certs.context()) as sock:
+                sock.sendall(b"PING\r\n")
+                return sock.recv(64).startswith((b"+PONG", b"-NOAUTH"))
+        except OSError:
+            return False
+
+    def client(self, **kwargs: object) -> redis.Redis:
+        return redis.Redis(
+            host=self.host, port=self.port, **{**self.certs.client_kwargs(), **kwargs}
+        )  # type: ignore[arg-type]
+
+
+class TLSNaradProcess(TLSClients, NaradProcess):
     """A Narad node on a TLS port (`port`), and on `plain_port` too if asked."""
 
     def __init__(
@@ -122,22 +149,6 @@ class TLSNaradProcess(NaradProcess):
             *self.certs.node_settings(self.server_cert),
         ]
         return argv
-
-    def _answers(self) -> bool:
-        assert self.proc is not None
-        if self.proc.poll() is not None:
-            raise RuntimeError(f"server exited with {self.proc.returncode}: {self.log()}")
-        try:
-            with tls_connection(self.host, self.port, self.certs.context()) as sock:
-                sock.sendall(b"PING\r\n")
-                return sock.recv(64).startswith((b"+PONG", b"-NOAUTH"))
-        except OSError:
-            return False
-
-    def client(self, **kwargs: object) -> redis.Redis:
-        return redis.Redis(
-            host=self.host, port=self.port, **{**self.certs.client_kwargs(), **kwargs}
-        )  # type: ignore[arg-type]
 
 
 def tls_connection(host: str, port: int, context: ssl.SSLContext) -> ssl.SSLSocket:
