@@ -5,6 +5,8 @@ did not sign is refused while the others go on."""
 
 from __future__ import annotations
 
+import socket
+import threading
 from pathlib import Path
 
 from tests.replication.cluster import (
@@ -17,7 +19,7 @@ from tests.replication.cluster import (
 )
 from tests.replication.test_fullcopy import SHORT_JOURNAL, _copies, _fill, _journal_start
 from tests.servers import wait_until
-from tests.tls import Certificates, tls_nodes
+from tests.tls import Certificates, TLSNaradProcess, tls_nodes
 
 
 def test_replicas_follow_a_tls_only_leader_journal_and_full_copy(
@@ -69,3 +71,40 @@ def test_a_replica_with_a_certificate_of_another_ca_is_refused(
         assert stranger.client().info("replication")["master_link_status"] == "down"
         assert stranger.client().xlen("s") == 0
         assert leader.client().info("replication")["connected_slaves"] == 1
+
+
+def test_a_leader_that_stalls_the_handshake_holds_nothing_up(
+    tmp_path: Path, tls_certs: Certificates
+) -> None:
+    """A "leader" that accepts the connection and never answers the handshake: the
+    replica's connect, handshake included, times out after repl-timeout and is tried
+    again, while the replica serves its clients throughout."""
+    with socket.create_server(("127.0.0.1", 0)) as silent:
+        held: list[socket.socket] = []
+        stop = threading.Event()
+
+        def accept() -> None:
+            silent.settimeout(0.2)
+            while not stop.is_set():
+                try:
+                    held.append(silent.accept()[0])  # kept open, never read
+                except TimeoutError:
+                    continue
+
+        acceptor = threading.Thread(target=accept)
+        acceptor.start()
+        replica = TLSNaradProcess(tmp_path / "r", tls_certs, ["--repl-timeout", "1"]).start()
+        try:
+            r = replica.client()
+            assert r.replicaof("127.0.0.1", silent.getsockname()[1])
+            wait_until(lambda: replica.log().count("event=replication_link_down") >= 1
+                       and len(held) >= 2, timeout=30)
+            assert "TimeoutError" in replica.log()
+            assert r.ping()
+            assert r.info("replication")["master_link_status"] == "down"
+        finally:
+            replica.stop()
+            stop.set()
+            acceptor.join()
+            for sock in held:
+                sock.close()
