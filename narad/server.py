@@ -119,7 +119,10 @@ class Server:
         try:
             self._listen_now()
         except OSError as exc:
-            logger.warning("cannot listen: %s", exc)
+            logger.warning(
+                "cannot listen on %s port %s tls-port %s: %s", self.config["bind"],
+                self.config["port"], self.config["tls-port"], exc,
+            )
             raise BadValue(failure) from None
 
     def _listen_now(self) -> None:

@@ -222,3 +222,25 @@ def test_replies_leave_through_tls_in_order(tls_node: TLSNaradProcess) -> None:
     got = r.xrange("p")
     assert [mid for mid, _ in got] == ids
     wait_until(lambda: r.xlen("p") == 3000)
+
+
+def test_an_encrypted_key_loads_with_its_password(
+    tls_node: TLSNaradProcess, tmp_path: Path
+) -> None:
+    certs = tls_node.certs
+    encrypted = tmp_path / "server.key.enc"
+    subprocess.run(
+        ["openssl", "pkey", "-in", certs.key("server"), "-aes256", "-passout", "pass:s3cret",
+         "-out", str(encrypted)],
+        check=True, capture_output=True,
+    )
+    r = tls_node.client()
+    with pytest.raises(redis.ResponseError) as info:
+        r.execute_command("CONFIG", "SET", "tls-key-file", str(encrypted),
+                          "tls-key-file-pass", "wrong")
+    assert str(info.value).endswith(TLS_ERROR)
+    assert r.config_get("tls-key-file") == {"tls-key-file": certs.key("server")}
+    assert r.execute_command("CONFIG", "SET", "tls-key-file", str(encrypted),
+                             "tls-key-file-pass", "s3cret") == b"OK"
+    assert _served(tls_node)
+    assert r.ping()
