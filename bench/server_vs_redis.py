@@ -14,6 +14,12 @@ machine one round's figures move by 10-20 %.
 `--only spread` (not in the default set) measures XADD spread over 1 to 10,000
 streams (redis-benchmark -r), P16 and P1 under `always`, P16 under `everysec`.
 
+With --tls both servers listen on a TLS port alone (certificates made with openssl in
+a temp folder: a CA, a server certificate, a client certificate), clients must
+present a certificate (tls-auth-clients yes, both servers' default), and
+redis-benchmark runs with --tls; only the XADD figures (xadd, spread, latency) are
+measured that way.
+
 `--only cpu` (not in the default set) measures each server's CPU per request: 50
 clients send PING at pipeline 1, `fsync no`; user and system time of the server
 process (/proc/<pid>/stat) divided by the requests. It is the round trip's own cost
@@ -48,6 +54,12 @@ ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
 from tests.servers import NaradProcess, RedisProcess, ServerProcess  # noqa: E402
+from tests.tls import (  # noqa: E402
+    Certificates,
+    TLSClients,
+    TLSNaradProcess,
+    make_certificates,
+)
 
 VALUE = "v" * 100
 
@@ -61,7 +73,13 @@ def pin() -> None:
     os.sched_setaffinity(0, cpus[1:])
 
 
+# The certificates of a --tls run (None: plain TCP).
+TLS: Certificates | None = None
+
+
 def narad(folder: Path, fsync: str) -> NaradProcess:
+    if TLS is not None:
+        return TLSNaradProcess(folder / "narad", TLS, ["--fsync", fsync])
     return NaradProcess(folder / "narad", ["--fsync", fsync])
 
 
@@ -72,6 +90,38 @@ class DurableRedis(RedisProcess):
         cmd = super().command()
         cmd[cmd.index("--appendonly") + 1] = "yes"
         return cmd
+
+
+class TLSRedis(TLSClients, DurableRedis):
+    """DurableRedis on a TLS port alone, with the same certificates as Narad's."""
+
+    def __init__(self, folder: Path, extra: list[str], certs: Certificates) -> None:
+        super().__init__(folder, extra)
+        self.certs = certs
+
+    def command(self) -> list[str]:
+        cmd = super().command()
+        at = cmd.index("--port")
+        cmd[at: at + 2] = [
+            "--port", "0", "--tls-port", str(self.port),
+            "--tls-cert-file", self.certs.cert("server"),
+            "--tls-key-file", self.certs.key("server"), "--tls-ca-cert-file", self.certs.ca,
+        ]
+        return cmd
+
+
+def durable_redis(folder: Path, fsync: str) -> DurableRedis:
+    if TLS is not None:
+        return TLSRedis(folder / "redis", ["--appendfsync", fsync], TLS)
+    return DurableRedis(folder / "redis", ["--appendfsync", fsync])
+
+
+def tls_flags() -> list[str]:
+    """redis-benchmark's flags for a --tls run."""
+    if TLS is None:
+        return []
+    return ["--tls", "--cacert", TLS.ca, "--cert", TLS.cert("client"), "--key",
+            TLS.key("client")]
 
 
 def benchmark(
@@ -89,6 +139,7 @@ def benchmark(
             "-P",
             str(pipeline),
             "--csv",
+            *tls_flags(),
             *command,
         ],
         capture_output=True,
@@ -106,10 +157,7 @@ def xadd_figure(
     with tempfile.TemporaryDirectory() as tmp:
         folder = Path(tmp)
         results = []
-        for server in (
-            narad(folder, fsync),
-            DurableRedis(folder / "redis", ["--appendfsync", fsync]),
-        ):
+        for server in (narad(folder, fsync), durable_redis(folder, fsync)):
             server.start()
             try:
                 results.append(
@@ -132,10 +180,7 @@ def spread_figure(fsync: str, pipeline: int, keys: int, requests: int) -> tuple[
     command = ["-r", str(keys), "XADD", "s:__rand_int__", "*", "f", VALUE]
     with tempfile.TemporaryDirectory() as tmp:
         folder = Path(tmp)
-        for server in (
-            narad(folder, fsync),
-            DurableRedis(folder / "redis", ["--appendfsync", fsync]),
-        ):
+        for server in (narad(folder, fsync), durable_redis(folder, fsync)):
             server.start()
             try:
                 if keys > 1:
@@ -295,9 +340,17 @@ def main() -> None:
     parser.add_argument("--pin", action="store_true", help="servers and load on separate CPUs")
     parser.add_argument("--rounds", type=int, default=1, help="medians of this many runs")
     parser.add_argument("--only", nargs="*", default=None)
+    parser.add_argument("--tls", action="store_true", help="both servers on TLS ports")
     args = parser.parse_args()
     if args.pin:
         pin()
+    tmp = tempfile.TemporaryDirectory()
+    if args.tls:
+        global TLS
+        TLS = make_certificates(Path(tmp.name) / "certs")
+        if not set(args.only or ["xadd", "latency"]) <= {"xadd", "spread", "latency"}:
+            sys.exit("--tls measures the XADD figures only: --only xadd spread latency")
+        args.only = args.only or ["xadd", "latency"]
     for tool in ("redis-server", "redis-benchmark"):
         if shutil.which(tool) is None:
             sys.exit(f"{tool} is not installed (apt-get install redis-server redis-tools)")

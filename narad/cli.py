@@ -580,6 +580,9 @@ def _add_sentinel(subparsers: Subparsers) -> None:
     parser.add_argument("--bind", dest="overrides", action=serve.Override, nargs="+",
                         metavar="ADDR",
                         help="the addresses to listen on (default: the file's, else 127.0.0.1)")
+    parser.add_argument("--tls-port", dest="overrides", action=serve.Override, metavar="N",
+                        help="the port to listen on for TLS (default: the file's, else 0:"
+                        " none); the tls-* files are set in FILE")
     parser.set_defaults(overrides=[], run=_run_sentinel)
 
 

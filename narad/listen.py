@@ -17,7 +17,10 @@ from __future__ import annotations
 import asyncio
 import errno
 import socket
+import ssl
 from collections.abc import Callable
+
+from narad.tls import HANDSHAKE_TIMEOUT_S
 
 BACKLOG = 511  # Redis's tcp-backlog default
 # bind() errors that an optional ("-") address is skipped for.
@@ -26,38 +29,77 @@ WILDCARDS = {"*": "0.0.0.0", "::*": "::"}
 
 
 class _Listener:
-    """One bound socket, served by the event loop once `create_server` has run."""
+    """One bound socket, served by the event loop once `create_server` has run.
+
+    The server is given a duplicate of the socket, so that it can be replaced by
+    another one on the same socket (`renew`: new TLS certificates) without the
+    socket closing in between; connections waiting in the backlog meanwhile are
+    accepted by the new server."""
 
     def __init__(
         self,
         loop: asyncio.AbstractEventLoop,
         factory: Callable[[], asyncio.Protocol],
         sock: socket.socket,
+        context: ssl.SSLContext | None,
     ) -> None:
         self.sock = sock
         self.server: asyncio.AbstractServer | None = None
         self.closed = False
-        self.started = loop.create_task(self._start(loop, factory))
+        self.started = loop.create_task(self._start(loop, factory, context))
 
     async def _start(
-        self, loop: asyncio.AbstractEventLoop, factory: Callable[[], asyncio.Protocol]
+        self,
+        loop: asyncio.AbstractEventLoop,
+        factory: Callable[[], asyncio.Protocol],
+        context: ssl.SSLContext | None,
     ) -> None:
-        self.server = await loop.create_server(factory, sock=self.sock, backlog=BACKLOG)
         if self.closed:  # closed before it started
+            return
+        self.server = await loop.create_server(
+            factory, sock=self.sock.dup(), backlog=BACKLOG, ssl=context,
+            ssl_handshake_timeout=HANDSHAKE_TIMEOUT_S if context is not None else None,
+        )
+        if self.closed:  # closed while it started
             self.server.close()
+
+    def renew(
+        self,
+        loop: asyncio.AbstractEventLoop,
+        factory: Callable[[], asyncio.Protocol],
+        context: ssl.SSLContext | None,
+    ) -> _Listener:
+        """Another listener on this socket, serving with `context`; this one stops
+        serving but leaves the socket open."""
+        fresh = _Listener(loop, factory, self.sock, context)
+        self.closed = True
+        if self.server is not None:
+            self.server.close()
+        return fresh
 
     def close(self) -> None:
         self.closed = True
         if self.server is not None:
             self.server.close()
+        self.sock.close()
 
 
 class Listeners:
+    """The listening sockets of one port. With `context` (the TLS port's), each
+    connection is served once its TLS handshake is done, with the server context
+    `context()` gave when the listener was made or last renewed; a handshake that
+    fails or stalls past HANDSHAKE_TIMEOUT_S drops that connection alone, and the
+    protocol never sees it."""
+
     def __init__(
-        self, loop: asyncio.AbstractEventLoop, factory: Callable[[], asyncio.Protocol]
+        self,
+        loop: asyncio.AbstractEventLoop,
+        factory: Callable[[], asyncio.Protocol],
+        context: Callable[[], ssl.SSLContext | None] = lambda: None,
     ) -> None:
         self._loop = loop
         self._factory = factory
+        self._context = context
         self._open: dict[tuple[str, int], list[_Listener]] = {}  # (address, port) ->
         self.port = 0  # the port listened on (the ephemeral one chosen for port 0)
 
@@ -93,9 +135,21 @@ class Listeners:
                 for listener in listeners:
                     listener.close()
         self._open = kept
+        context = self._context()
         for key, socks in fresh.items():
-            self._open[key] = [_Listener(self._loop, self._factory, sock) for sock in socks]
+            self._open[key] = [
+                _Listener(self._loop, self._factory, sock, context) for sock in socks
+            ]
         self.port = port
+
+    def renew(self) -> None:
+        """Serve every connection accepted from now on with the context `context()`
+        gives now; connections already made keep theirs."""
+        context = self._context()
+        self._open = {
+            key: [lst.renew(self._loop, self._factory, context) for lst in group]
+            for key, group in self._open.items()
+        }
 
     async def started(self) -> None:
         """Wait until every listener accepts connections."""

@@ -47,6 +47,7 @@ from narad.replication.role import Replication
 from narad.resp import ErrorReply, encode_into
 from narad.resp.encoder import encode_ids_into
 from narad.streams.ids import SEQ_MASK
+from narad.tls import Contexts
 
 if TYPE_CHECKING:
     from narad.replication.leader import ReplicaLink
@@ -132,7 +133,12 @@ class Node:
         self.replication = Replication(self)
         self._next_session_id = 1
         self.run_id = os.urandom(20).hex()
-        self.tcp_port = 0  # the port listened on, once serving
+        # INFO's tcp_port: the plain port listened on, else the TLS port, as Redis.
+        self.tcp_port = 0
+        self.tls_port = 0  # the TLS port listened on (0: none)
+        # The TLS contexts in force (narad/tls.py), while tls-port or tls-replication
+        # is set; narad/server.py builds them at start and at each tls-* CONFIG SET.
+        self.tls: Contexts | None = None
         self.exit_status = 0  # what the process exits with once stopped
         self.shutdown_requested: asyncio.Event | None = None
         self.output_limit_bytes = 0  # client-output-buffer-limit's normal hard limit

@@ -160,7 +160,13 @@ def run(args: argparse.Namespace) -> int:
     OPEN_FILES.fit(process_limit())  # the limit as raised
     if not fit_maxclients(config, OPEN_FILES.clients_max):
         return 1
-    server = Server(config)
+    from narad.tls import TLSError
+
+    try:
+        server = Server(config)
+    except TLSError as exc:
+        print(f"narad: Failed to configure TLS: {exc}", file=sys.stderr)
+        return 1
     pidfile = PidFile(str(config["pidfile"]))
     try:
         with asyncio.Runner(loop_factory=loop_factory()) as runner:

@@ -24,13 +24,14 @@ import asyncio
 import faulthandler
 import logging
 import signal
+import ssl
 import sys
 import time
 from collections.abc import Callable
 from typing import Any
 
 import narad.commands  # noqa: F401 - fills the command table
-from narad import metrics
+from narad import metrics, tls
 from narad.client import Client
 from narad.config import Config
 from narad.config.kinds import BadValue
@@ -53,8 +54,14 @@ class Server:
         self.loop: asyncio.AbstractEventLoop | None = None
         self._stop_deadline_armed = False  # by the first stop signal (_stop_signal)
         self.listeners: Listeners | None = None
+        self.tls_listeners: Listeners | None = None
+        self._build_tls()  # tls.TLSError: the start fails, as Redis's does
         config.on_change("port", self._listen_on_port)
+        config.on_change("tls-port", self._listen_on_tls_port)
         config.on_change("bind", self._listen_on_addresses)
+        for setting in config.settings():
+            if setting.name.startswith("tls-") and setting.name != "tls-port":
+                config.on_change(setting.name, self._reload_tls)
         config.on_change("maxclients", self._check_maxclients)
         for name in ("proto-max-bulk-len", "client-query-buffer-limit"):
             config.on_change(name, self._apply_parser_limits)
@@ -63,6 +70,32 @@ class Server:
 
     def _listen_on_port(self, value: object) -> None:
         self._listen("Unable to listen on this port. Check server logs.")
+
+    def _listen_on_tls_port(self, value: object) -> None:
+        self._reload_tls(value)
+        self._listen("Unable to listen on this port. Check server logs.")
+
+    def _build_tls(self) -> None:
+        """The TLS contexts the tls-* settings make, in force while tls-port or
+        tls-replication is set (none otherwise), as Redis configures TLS; raises
+        tls.TLSError, changing nothing, when they do not load."""
+        config = self.config
+        if int(config["tls-port"]) or config["tls-replication"]:  # type: ignore[call-overload]
+            self.node.tls = tls.build(tls.TLSSettings.from_config(config))
+        else:
+            self.node.tls = None
+
+    def _reload_tls(self, value: object) -> None:
+        """Any tls-* CONFIG SET reloads every file, as Redis does: new connections
+        get the new contexts, those already made keep theirs. Files that do not
+        load refuse the SET with Redis's text, and the old contexts stay."""
+        try:
+            self._build_tls()
+        except tls.TLSError as exc:
+            logger.warning("event=tls_reload_failed reason=%r", str(exc))
+            raise BadValue("Unable to update TLS configuration. Check server logs.") from None
+        if self.tls_listeners is not None:
+            self.tls_listeners.renew()
 
     @staticmethod
     def _check_maxclients(value: object) -> None:
@@ -83,15 +116,38 @@ class Server:
         old listeners stay and CONFIG SET answers Redis's `failure` text."""
         if self.listeners is None:  # not serving yet: serve() listens
             return
-        port = int(self.config["port"])  # type: ignore[call-overload]
-        addresses = str(self.config["bind"]).split()
         try:
-            self.listeners.listen(addresses, port)
+            self._listen_now()
         except OSError as exc:
-            logger.warning("cannot listen on %s port %d: %s", " ".join(addresses), port, exc)
+            logger.warning(
+                "cannot listen on %s port %s tls-port %s: %s", self.config["bind"],
+                self.config["port"], self.config["tls-port"], exc,
+            )
             raise BadValue(failure) from None
-        self.node.tcp_port = self.listeners.port
-        logger.info("listening on %s port %d", " ".join(addresses), self.node.tcp_port)
+
+    def _listen_now(self) -> None:
+        """Listen on `port` and `tls-port` at the `bind` addresses. The plain port is
+        listened on unless it is 0 with a TLS port set (Redis's TLS-only node); 0
+        with no TLS port is one ephemeral port. OSError, the plain listeners moved
+        or not, when one cannot be bound (CONFIG SET then applies the old values
+        again)."""
+        assert self.listeners is not None and self.tls_listeners is not None
+        config, node = self.config, self.node
+        port = int(config["port"])  # type: ignore[call-overload]
+        tls_port = int(config["tls-port"])  # type: ignore[call-overload]
+        addresses = str(config["bind"]).split()
+        self.listeners.listen(addresses if port or not tls_port else [], port)
+        self.tls_listeners.listen(addresses if tls_port else [], tls_port)
+        node.tls_port = self.tls_listeners.port if tls_port else 0
+        plain = bool(port or not tls_port)
+        node.tcp_port = self.listeners.port if plain else node.tls_port
+        logger.info(
+            "listening on %s port %d tls-port %d", " ".join(addresses),
+            self.listeners.port if plain else 0, node.tls_port,
+        )
+
+    def _server_context(self) -> ssl.SSLContext | None:
+        return self.node.tls.server if self.node.tls is not None else None
 
     def _apply_parser_limits(self, value: object) -> None:
         bulk = int(self.config["proto-max-bulk-len"])  # type: ignore[call-overload]
@@ -175,12 +231,11 @@ class Server:
         if node.keyspace.leads:
             node.queues.opened()
         self.listeners = Listeners(self.loop, self.new_client)
-        self.listeners.listen(
-            str(self.config["bind"]).split(),
-            int(self.config["port"]),  # type: ignore[call-overload]
-        )
+        self.tls_listeners = Listeners(self.loop, self.new_client, self._server_context)
+        self._listen_now()
         await self.listeners.started()
-        port = node.tcp_port = self.listeners.port
+        await self.tls_listeners.started()
+        port = node.tcp_port
         previous = {sig: signal.signal(sig, self._stop_signal) for sig in STOP_SIGNALS}
         self._cron_handle = self.loop.call_later(CRON_INTERVAL_S, self._cron)
         self._sample_handle = self.loop.call_later(metrics.SAMPLE_INTERVAL_S, self._sample)
@@ -197,6 +252,7 @@ class Server:
             for sig, handler in previous.items():
                 signal.signal(sig, handler)
             self.listeners.close()
+            self.tls_listeners.close()
             node.end_of_iteration()
             node.barrier.stop()  # nothing commits after this: the keyspace closes
             for session in list(node.sessions.values()):

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import shutil
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -9,6 +10,15 @@ import pytest
 import redis
 
 from tests.servers import NaradProcess, RedisProcess, have_redis_server
+from tests.tls import Certificates, make_certificates
+
+
+@pytest.fixture(scope="session")
+def tls_certs(tmp_path_factory: pytest.TempPathFactory) -> Certificates:
+    """A CA, server, client and unrelated-CA certificates, made once (tests/tls.py)."""
+    if shutil.which("openssl") is None:
+        pytest.skip("openssl is not installed")
+    return make_certificates(tmp_path_factory.mktemp("tls"))
 
 
 @pytest.fixture

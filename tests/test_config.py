@@ -136,7 +136,9 @@ def test_every_default_survives_its_file_form(setting: Setting, tmp_path: Path) 
 
 
 def test_sensitive_marks_the_password() -> None:
-    assert [s.name for s in SETTINGS if s.sensitive] == ["requirepass", "masterauth"]
+    assert [s.name for s in SETTINGS if s.sensitive] == [
+        "requirepass", "tls-key-file-pass", "tls-client-key-file-pass", "masterauth",
+    ]
 
 
 # -- Memory sizes and integers ----------------------------------------------------------
@@ -459,6 +461,21 @@ def test_get_renders_like_redis() -> None:
         "maxclients": "10000",
         "timeout": "0",
         "tcp-keepalive": "300",
+        "tls-port": "0",
+        "tls-cert-file": "",
+        "tls-key-file": "",
+        "tls-key-file-pass": "",
+        "tls-client-cert-file": "",
+        "tls-client-key-file": "",
+        "tls-client-key-file-pass": "",
+        "tls-ca-cert-file": "",
+        "tls-ca-cert-dir": "",
+        "tls-auth-clients": "yes",
+        "tls-replication": "no",
+        "tls-protocols": "",
+        "tls-ciphers": "",
+        "tls-ciphersuites": "",
+        "tls-prefer-server-ciphers": "no",
         "databases": "16",
         "dir": "./narad-data",
         "loglevel": "notice",

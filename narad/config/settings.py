@@ -54,6 +54,7 @@ STORAGE = "Durability and storage"
 STREAMS = "Streams"
 SLOWLOG = "Slow log and latency"
 REPLICATION = "Replication"
+TLS = "TLS"
 
 DEFAULT_OUTPUT_BUFFER_LIMITS = OutputBufferLimits(
     normal=BufferLimit(GB, 0, 0),
@@ -110,6 +111,124 @@ SETTINGS: tuple[Setting, ...] = (
         " seconds, then one every third of it, dropped after 3 unanswered (0: off). A"
         " change applies to connections accepted after it.",
         NETWORK,
+    ),
+    Setting(
+        "tls-port",
+        IntKind(0, 65535),
+        0,
+        "TCP port to listen on for TLS connections (0: none). With tls-port set, port 0"
+        " listens on no plain TCP port at all; without it, port 0 is one ephemeral port.",
+        TLS,
+    ),
+    Setting(
+        "tls-cert-file",
+        StringKind(),
+        "",
+        "The certificate (PEM, with its chain) the node presents on its TLS port, and"
+        " to its leader unless tls-client-cert-file is set.",
+        TLS,
+    ),
+    Setting(
+        "tls-key-file",
+        StringKind(),
+        "",
+        "The private key of tls-cert-file (PEM).",
+        TLS,
+    ),
+    Setting(
+        "tls-key-file-pass",
+        StringKind(),
+        "",
+        "The password of tls-key-file, if it is encrypted.",
+        TLS,
+        sensitive=True,
+    ),
+    Setting(
+        "tls-client-cert-file",
+        StringKind(),
+        "",
+        "The certificate a replica presents to its leader (empty: tls-cert-file).",
+        TLS,
+    ),
+    Setting(
+        "tls-client-key-file",
+        StringKind(),
+        "",
+        "The private key of tls-client-cert-file.",
+        TLS,
+    ),
+    Setting(
+        "tls-client-key-file-pass",
+        StringKind(),
+        "",
+        "The password of tls-client-key-file, if it is encrypted.",
+        TLS,
+        sensitive=True,
+    ),
+    Setting(
+        "tls-ca-cert-file",
+        StringKind(),
+        "",
+        "The CA certificates (PEM) that clients' certificates, and the leader's, are"
+        " verified against.",
+        TLS,
+    ),
+    Setting(
+        "tls-ca-cert-dir",
+        StringKind(),
+        "",
+        "A folder of CA certificates (named by hash, as c_rehash makes them), besides or"
+        " instead of tls-ca-cert-file.",
+        TLS,
+    ),
+    Setting(
+        "tls-auth-clients",
+        EnumKind(("no", "yes", "optional")),
+        "yes",
+        "Whether clients on the TLS port must present a certificate the CA signed: yes"
+        " (required), optional (verified if presented), no (not asked for).",
+        TLS,
+    ),
+    Setting(
+        "tls-replication",
+        BoolKind(),
+        False,
+        "A replica connects to its leader with TLS (the leader's port is then its"
+        " tls-port), and announces its own tls-port. Applies from the link's next"
+        " connection.",
+        TLS,
+    ),
+    Setting(
+        "tls-protocols",
+        StringKind(),
+        "",
+        "The TLS versions allowed, separated by spaces: TLSv1, TLSv1.1, TLSv1.2, TLSv1.3;"
+        " the range from the oldest to the newest named is allowed (empty: TLSv1.2 and"
+        " TLSv1.3).",
+        TLS,
+    ),
+    Setting(
+        "tls-ciphers",
+        StringKind(),
+        "",
+        "The cipher list for TLSv1.2 and older, in OpenSSL's syntax (empty: Python's"
+        " default).",
+        TLS,
+    ),
+    Setting(
+        "tls-ciphersuites",
+        StringKind(),
+        "",
+        "The TLSv1.3 cipher suites, separated by colons, in OpenSSL's syntax (empty:"
+        " OpenSSL's default).",
+        TLS,
+    ),
+    Setting(
+        "tls-prefer-server-ciphers",
+        BoolKind(),
+        False,
+        "Choose the cipher by the node's order of preference, not the client's.",
+        TLS,
     ),
     Setting(
         "databases",

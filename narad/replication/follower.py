@@ -177,10 +177,17 @@ class Follower:
         config = self.node.config
         timeout = int(config["repl-timeout"])  # type: ignore[call-overload]
         self.state = "connecting"
-        with anyio.fail_after(timeout):
-            stream = await anyio.connect_tcp(self.host, self.port)
+        tls = self.node.tls.client if config["tls-replication"] and self.node.tls else None
+        stream: anyio.abc.ByteStream
+        with anyio.fail_after(timeout):  # the TLS handshake included
+            if tls is None:
+                stream = await anyio.connect_tcp(self.host, self.port)
+            else:  # Redis closes without close_notify: an EOF is an end
+                stream = await anyio.connect_tcp(
+                    self.host, self.port, ssl_context=tls, tls_standard_compatible=False
+                )
         async with stream:
-            link = _Link(stream, timeout)
+            link = _Link(stream, timeout, tls is not None)
             with anyio.fail_after(timeout):
                 await self._handshake(link)
             self.state = "sync" if self.copy is not None else "connected"
@@ -191,6 +198,8 @@ class Follower:
             )
             async with anyio.create_task_group() as tasks:
                 tasks.start_soon(self._ack_every_second, link)
+                if link.tls:
+                    tasks.start_soon(link.write_out)
                 await self._follow(link)
                 tasks.cancel_scope.cancel()
 
@@ -199,7 +208,13 @@ class Follower:
         password, user = str(config["masterauth"]), str(config["masteruser"])
         if password:
             await link.call("AUTH", *([user] if user else []), password)
-        port = int(config["replica-announce-port"]) or self.node.tcp_port  # type: ignore[call-overload]
+        # Redis's choice: the announced port, else the TLS port when the links are
+        # TLS ones, else the plain port.
+        port = (
+            int(config["replica-announce-port"])  # type: ignore[call-overload]
+            or (config["tls-replication"] and self.node.tls_port)
+            or self.node.tcp_port
+        )
         await link.call("REPLCONF", "listening-port", port)
         announce = str(config["replica-announce-ip"])
         if announce:
@@ -349,15 +364,19 @@ class _Link:
     and copies a large bulk once (the leader's messages are mostly chunks of
     records)."""
 
-    def __init__(self, stream: anyio.abc.SocketStream, timeout_s: int) -> None:
+    def __init__(self, stream: anyio.abc.ByteStream, timeout_s: int, tls: bool = False) -> None:
         self.stream = stream
         self.timeout_s = timeout_s
+        # Over TLS the socket cannot be written directly: `send_now` leaves its bytes
+        # to `write_out`, a task of the session, which sends them in order.
+        self.tls = tls
         self._lines = bytearray()  # received during the handshake, not yet a reply
         self.parser = PurePythonRequestParser(
             max_bulk_len=BULK_BYTES_MAX, max_query_buffer=BULK_BYTES_MAX + 2 * RECEIVE_BYTES
         )
         self._fd = stream.extra(anyio.abc.SocketAttribute.raw_socket).fileno()
         self._unsent = bytearray()
+        self._waiting = anyio.Event()  # set while `_unsent` holds bytes for write_out
 
     async def send(self, data: bytes) -> None:
         """Send a request of the handshake."""
@@ -370,6 +389,9 @@ class _Link:
         broken link is for `receive` to find, and an ack that cannot leave must not
         stop the apply that follows it."""
         self._unsent += data
+        if self.tls:
+            self._waiting.set()
+            return
         try:
             sent = os.write(self._fd, self._unsent)
         except BlockingIOError:
@@ -378,6 +400,18 @@ class _Link:
             self._unsent.clear()
             return
         del self._unsent[:sent]
+
+    async def write_out(self) -> None:
+        """Over TLS: send what `send_now` left, in order, until the link breaks (then
+        `receive` finds it broken)."""
+        while True:
+            await self._waiting.wait()
+            self._waiting = anyio.Event()
+            data, self._unsent = bytes(self._unsent), bytearray()
+            try:
+                await self.stream.send(data)
+            except (*LINK_LOST, anyio.ClosedResourceError):
+                return
 
     async def call(self, *args: Any) -> str:
         """Send one request; its reply (a simple string) as text, or LinkError for an

@@ -14,6 +14,7 @@ from narad.config import Config
 from narad.errors import CommandError
 from narad.keyspace import Keyspace
 from narad.keywatch import KeyWatch
+from narad.tls import Contexts
 
 if TYPE_CHECKING:
     from narad.queues.service import QueueService
@@ -30,6 +31,8 @@ class Host(Protocol):
     # What every write is answered with, unrun, while set (READONLY, NOREPLICAS).
     refusal: CommandError | None
     tcp_port: int  # the port the node listens on (what a replica announces)
+    tls_port: int  # its TLS port (0: none), announced instead with tls-replication
+    tls: Contexts | None  # the TLS contexts in force (narad/tls.py)
 
     def reopen_keyspace(self, truncate_to: int | None = None) -> None:
         """Reopen the keyspace: on its history cut back to `truncate_to` commits, or

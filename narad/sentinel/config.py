@@ -20,17 +20,19 @@ same SentinelConfig.
 
 from __future__ import annotations
 
+import dataclasses
 import re
 import textwrap
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import NamedTuple
+from typing import Any, NamedTuple
 
 from narad.config import ConfigError
 from narad.config.lexer import bare_or_quoted, split_args
 from narad.config.rewrite import read_lines, replace_file
 from narad.glob import match_text
+from narad.tls import AUTH_CLIENTS, TLSSettings
 
 __all__ = ["ConfigError", "MasterConfig", "SentinelConfig", "load", "render", "rewrite"]
 
@@ -58,6 +60,27 @@ DIRECTIVES = [
               "event (+sdown, +switch-master, ...)."),
     Directive("requirepass", '""', "The password clients (other sentinels too) must AUTH "
               'with; "" for none.'),
+    Directive("tls-port", "0", "The port it listens on for TLS connections (0: none). With "
+              "tls-port set, port 0 listens on no plain port."),
+    Directive("tls-cert-file", '""', "The certificate (PEM) it presents to clients, and to "
+              "data nodes and sentinels unless tls-client-cert-file is set."),
+    Directive("tls-key-file", '""', "The private key of tls-cert-file."),
+    Directive("tls-key-file-pass", '""', "The password of tls-key-file, if encrypted."),
+    Directive("tls-client-cert-file", '""', "The certificate its links present "
+              '("": tls-cert-file).'),
+    Directive("tls-client-key-file", '""', "The private key of tls-client-cert-file."),
+    Directive("tls-client-key-file-pass", '""', "The password of tls-client-key-file."),
+    Directive("tls-ca-cert-file", '""', "The CA certificates clients', data nodes' and "
+              "sentinels' certificates are verified against."),
+    Directive("tls-ca-cert-dir", '""', "A folder of CA certificates (c_rehash names)."),
+    Directive("tls-auth-clients", "yes", "Whether clients must present a certificate: yes, "
+              "optional (verified if given) or no."),
+    Directive("tls-replication", "no", "Whether its links to data nodes and other sentinels "
+              "use TLS (as in Redis Sentinel); it then announces its tls-port."),
+    Directive("tls-protocols", '""', 'The TLS versions allowed ("": TLSv1.2 TLSv1.3).'),
+    Directive("tls-ciphers", '""', "The cipher list for TLSv1.2 and older (OpenSSL syntax)."),
+    Directive("tls-ciphersuites", '""', "The TLSv1.3 cipher suites (OpenSSL syntax)."),
+    Directive("tls-prefer-server-ciphers", "no", "Choose ciphers by this side's preference."),
     Directive("sentinel announce-ip", '""', "The address this sentinel gives others to "
               'reach it (behind NAT); "" for the one its links use.'),
     Directive("sentinel announce-port", "0", "The port it gives others; 0 for `port`."),
@@ -125,6 +148,8 @@ class SentinelConfig:
     deny_scripts_reconfig: bool = True
     sentinel_user: str | None = None
     sentinel_pass: str | None = None
+    tls_port: int = 0
+    tls: TLSSettings = field(default_factory=TLSSettings)  # the other tls-* directives
     masters: dict[str, MasterConfig] = field(default_factory=dict)  # in file order
 
 
@@ -185,8 +210,21 @@ def _apply(config: SentinelConfig, args: list[str]) -> None:
     if len(values) != 1:
         raise _Bad("Bad directive or wrong number of arguments")
     value = values[0]
+    if name in _TLS:
+        attr, kind = _TLS[name]
+        parsed: Any = value
+        if kind == "bool":
+            parsed = _yes_no(value)
+        elif kind == "auth" and value.lower() not in AUTH_CLIENTS:
+            raise _Bad("argument(s) must be one of the following: no, yes, optional")
+        elif kind == "auth":
+            parsed = value.lower()
+        config.tls = dataclasses.replace(config.tls, **{attr: parsed})
+        return
     if name == "port":
         config.port = _port(value)
+    elif name == "tls-port":
+        config.tls_port = _port(value)
     elif name == "dir":
         config.dir = value
     elif name == "logfile":
@@ -234,6 +272,16 @@ def _apply_sentinel(config: SentinelConfig, what: str, args: list[str]) -> None:
     if master is None:
         raise _Bad("No such master with specified name.")
     apply(master, args[1:])
+
+
+# The tls-* directives but tls-port: the TLSSettings field each sets, and its kind.
+_TLS = {
+    f"tls-{f.name.replace('_', '-')}": (
+        f.name,
+        "bool" if f.type in ("bool", bool) else "auth" if f.name == "auth_clients" else "str",
+    )
+    for f in dataclasses.fields(TLSSettings)
+}
 
 
 def _integer(text: str) -> int:
@@ -344,7 +392,18 @@ def _top_lines(config: SentinelConfig) -> dict[str, str]:
         "logfile": f"logfile {bare_or_quoted(config.logfile)}",
         "loglevel": f"loglevel {config.loglevel}",
         "requirepass": f"requirepass {bare_or_quoted(config.requirepass or '')}",
+        "tls-port": f"tls-port {config.tls_port}",
+        **{
+            name: f"{name} {_tls_shown(getattr(config.tls, attr))}"
+            for name, (attr, _) in _TLS.items()
+        },
     }
+
+
+def _tls_shown(value: object) -> str:
+    if isinstance(value, bool):
+        return "yes" if value else "no"
+    return bare_or_quoted(str(value))
 
 
 _TOP_DEFAULTS = _top_lines(SentinelConfig(Path("/")))

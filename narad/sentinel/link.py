@@ -1,5 +1,7 @@
 """A sentinel's connection to a data node or to another sentinel: one request at a
-time, each bounded in time, RESP2 replies decoded by hiredis.
+time, each bounded in time (the connect and its TLS handshake included), RESP2
+replies decoded by hiredis. With a TLS context (`tls-replication yes`, as in Redis
+Sentinel) every link speaks TLS.
 
 A link connects when first used and again after any failure; a call that fails
 (refused, reset, timed out, or the other end's error reply) raises LinkDown or
@@ -10,6 +12,7 @@ the lock counts in the call's time.
 
 from __future__ import annotations
 
+import ssl
 from typing import Any
 
 import anyio
@@ -36,14 +39,15 @@ class Refused(Exception):
 class Link:
     def __init__(
         self, host: str, port: int, name: str = "", user: str | None = None,
-        password: str | None = None,
+        password: str | None = None, tls: ssl.SSLContext | None = None,
     ) -> None:
         self.host = host
+        self.tls = tls  # the client context when links are TLS ones (tls-replication)
         self.port = port
         self.name = name  # CLIENT SETNAME on connect, if any
         self.user = user
         self.password = password
-        self._stream: anyio.abc.SocketStream | None = None
+        self._stream: anyio.abc.ByteStream | None = None
         self._reader = hiredis.Reader(encoding=None)
         self._lock = anyio.Lock()
         self.local_ip = ""  # this end's address, once connected
@@ -75,7 +79,13 @@ class Link:
             self._lock.release()
 
     async def _connect(self) -> None:
-        stream = await anyio.connect_tcp(self.host, self.port)
+        stream: anyio.abc.ByteStream
+        if self.tls is None:
+            stream = await anyio.connect_tcp(self.host, self.port)
+        else:  # the handshake within the call's time, as the connect is
+            stream = await anyio.connect_tcp(
+                self.host, self.port, ssl_context=self.tls, tls_standard_compatible=False
+            )
         self._stream = stream
         self._reader = hiredis.Reader(encoding=None)
         self.local_ip = str(stream.extra(anyio.abc.SocketAttribute.local_address)[0])

@@ -25,6 +25,7 @@ import functools
 import logging
 import random
 import secrets
+import ssl
 import time
 from collections.abc import Awaitable, Callable
 from typing import Protocol
@@ -89,8 +90,11 @@ class Sentinel:
         stop: Callable[[], None],
         watch: Watch,
         start_failover: StartFailover,
+        tls: ssl.SSLContext | None = None,
     ) -> None:
         self.config = config
+        # The client context of every link, with tls-replication (narad/tls.py).
+        self.tls = tls
         self.stop = stop  # SHUTDOWN
         self._watch_link = watch
         self._start_failover = start_failover
@@ -103,7 +107,9 @@ class Sentinel:
         self._tasks: anyio.abc.TaskGroup | None = None
         self._watchers: dict[object, anyio.CancelScope] = {}
         self._reconfigured_s: dict[str, float] = {}
-        self.port = config.port  # the port it listens on (set once bound)
+        # INFO's tcp_port: the plain port listened on, else the TLS one (set once bound).
+        self.port = config.port
+        self.tls_port = 0  # the TLS port listened on (0: none)
         self.start_s = time.monotonic()
         self.connections_received = 0
         # SENTINEL SIMULATE-FAILURE: crash-after-election, crash-after-promotion.
@@ -164,7 +170,7 @@ class Sentinel:
             return node
         master = group.config
         node = Node(host, port, Link(host, port, self.hello_name(), master.auth_user,
-                                     master.auth_pass))
+                                     master.auth_pass, self.tls))
         group.nodes[key] = node
         if key != group.leader_address and (host, port) not in master.known_replicas:
             master.known_replicas.append((host, port))
@@ -259,7 +265,7 @@ class Sentinel:
 
     def _peer_link(self, ip: str, port: int) -> Link:
         password = self.config.sentinel_pass
-        return Link(ip, port, "", self.config.sentinel_user, password)
+        return Link(ip, port, "", self.config.sentinel_user, password, self.tls)
 
     def _watch(self, item: Node | Peer, group: Group) -> None:
         if self._tasks is None:
@@ -299,7 +305,13 @@ class Sentinel:
 
     @property
     def announce_port(self) -> int:
-        return self.config.announce_port or self.port
+        """Redis Sentinel's: announce-port, else the TLS port when the links are TLS
+        ones, else the plain port."""
+        if self.config.announce_port:
+            return self.config.announce_port
+        if self.config.tls.replication and self.tls_port:
+            return self.tls_port
+        return self.port
 
     def hello_name(self, local_ip: str = "") -> str:
         """The client name this sentinel's links to data nodes carry, by which other

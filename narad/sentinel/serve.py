@@ -17,11 +17,14 @@ import logging
 import os
 import signal
 import sys
+from typing import Any
 
 import anyio
 import anyio.abc
 import anyio.streams.stapled
+import anyio.streams.tls
 
+from narad import tls
 from narad.process import log_level, log_to, loop_factory
 from narad.sentinel import commands, failover, watch
 from narad.sentinel import config as sentinel_config
@@ -31,9 +34,25 @@ from narad.sentinel.sentinel import Sentinel
 logger = logging.getLogger("narad.sentinel")
 
 
+class _TLSListener(anyio.streams.tls.TLSListener):
+    """anyio's TLS listener, each handshake in a task of its own and bounded by
+    HANDSHAKE_TIMEOUT_S; one that fails drops its connection alone and is logged as
+    one line, not as an error."""
+
+    @staticmethod
+    async def handle_handshake_error(exc: BaseException, stream: anyio.abc.AnyByteStream) -> None:
+        await anyio.aclose_forcefully(stream)
+        if not isinstance(exc, Exception) or isinstance(exc, anyio.get_cancelled_exc_class()):
+            raise exc
+        logger.info("event=tls_handshake_failed reason=%r", str(exc) or type(exc).__name__)
+
+
 class SentinelServer:
-    def __init__(self, config: sentinel_config.SentinelConfig) -> None:
+    def __init__(
+        self, config: sentinel_config.SentinelConfig, contexts: tls.Contexts | None = None
+    ) -> None:
         self.config = config
+        self.contexts = contexts  # narad/tls.py's, with tls-port or tls-replication
         self._scope: anyio.CancelScope | None = None
 
     def stop(self) -> None:
@@ -43,15 +62,36 @@ class SentinelServer:
     async def run(self) -> None:
         self._scope = anyio.CancelScope()
         config = self.config
-        self.sentinel = Sentinel(config, self.stop, watch=watch.run, start_failover=failover.start)
-        listeners = [
-            await anyio.create_tcp_listener(local_host=host, local_port=config.port,
-                                            reuse_port=False)
-            for host in config.bind
-        ]
+        contexts = self.contexts
+        self.sentinel = Sentinel(
+            config, self.stop, watch=watch.run, start_failover=failover.start,
+            tls=contexts.client if contexts is not None and config.tls.replication else None,
+        )
+        # The plain port unless it is 0 with a TLS port set (TLS only, as Redis).
+        plain = bool(config.port or not config.tls_port)
+        listeners: list[anyio.abc.Listener[Any]] = []
+        if plain:
+            listeners += [
+                await anyio.create_tcp_listener(local_host=host, local_port=config.port,
+                                                reuse_port=False)
+                for host in config.bind
+            ]
+            first = listeners[0]
+            self.sentinel.port = int(first.extra(anyio.abc.SocketAttribute.local_port))
+        if config.tls_port:
+            assert contexts is not None
+            for host in config.bind:
+                tcp = await anyio.create_tcp_listener(
+                    local_host=host, local_port=config.tls_port, reuse_port=False
+                )
+                listeners.append(_TLSListener(
+                    tcp, contexts.server, standard_compatible=False,
+                    handshake_timeout=tls.HANDSHAKE_TIMEOUT_S,
+                ))
+            self.sentinel.tls_port = config.tls_port
+            if not plain:
+                self.sentinel.port = config.tls_port
         listener = anyio.streams.stapled.MultiListener(listeners)
-        first = listener.listeners[0]
-        self.sentinel.port = int(first.extra(anyio.abc.SocketAttribute.local_port))
         logger.warning(
             "event=sentinel_ready port=%d id=%s config=%s", self.sentinel.port,
             self.sentinel.my_id, config.path,
@@ -100,8 +140,16 @@ def run(args: argparse.Namespace) -> int:
     if not os.access(config.path, os.W_OK):
         print("Sentinel config file is not writable. Exiting...", file=sys.stderr)
         return 1
+    contexts = None
+    if config.tls_port or config.tls.replication:
+        try:
+            contexts = tls.build(config.tls)
+        except tls.TLSError as exc:
+            print(f"*** FATAL CONFIG FILE ERROR ***\nFailed to configure TLS: {exc}",
+                  file=sys.stderr)
+            return 1
     _setup_logging(config)
-    server = SentinelServer(config)
+    server = SentinelServer(config, contexts)
     try:
         with asyncio.Runner(loop_factory=loop_factory()) as runner:
             runner.run(server.run())

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import hashlib
 import json
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from pathlib import Path
 
@@ -71,13 +71,19 @@ def assert_same_logs(nodes: list[NaradProcess]) -> None:
                 assert max(records) == max(theirs), ends
 
 
+# Makes a node from its folder and settings: NaradProcess, or tests/tls.py's
+# TLSNaradProcess with its certificates bound.
+NodeMaker = Callable[[Path, list[str]], NaradProcess]
+
+
 @contextmanager
 def group(tmp_path: Path, replicas: int, extra: list[str] | None = None,
-          replica_extra: list[str] | None = None) -> Iterator[list[NaradProcess]]:
+          replica_extra: list[str] | None = None,
+          make: NodeMaker = NaradProcess) -> Iterator[list[NaradProcess]]:
     """A leader and `replicas` replicas following it, synced; stopped after."""
-    nodes = [NaradProcess(tmp_path / "n0", extra)]
+    nodes = [make(tmp_path / "n0", extra or [])]
     nodes += [
-        NaradProcess(tmp_path / f"n{i}", (extra or []) + (replica_extra or []))
+        make(tmp_path / f"n{i}", (extra or []) + (replica_extra or []))
         for i in range(1, replicas + 1)
     ]
     try:

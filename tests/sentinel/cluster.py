@@ -9,10 +9,11 @@ sentinel. Everything started is stopped after, by PID.
 
 from __future__ import annotations
 
+import os
 import sys
 from collections.abc import Iterator
 from contextlib import ExitStack, contextmanager
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 
 import redis
@@ -21,6 +22,7 @@ from redis.sentinel import Sentinel
 from tests import netns
 from tests.replication.cluster import follow, group, wait_synced
 from tests.servers import NaradProcess, ServerProcess, wait_until
+from tests.tls import Certificates, TLSClients, make_certificates, tls_nodes
 
 NAME = "mymaster"
 # Every acknowledged write is on the leader and one replica: a majority of 3.
@@ -39,14 +41,32 @@ class SentinelProcess(ServerProcess):
             lines = [f"sentinel monitor {NAME} {leader.host} {leader.port} 2", *settings]
             self.conf.write_text("".join(line + "\n" for line in lines))
 
+    def listen_flags(self) -> list[str]:
+        return ["--port", str(self.port)]
+
     def command(self) -> list[str]:
         bind = [] if self.host == "127.0.0.1" else ["--bind", self.host]
         return [sys.executable, "-m", "narad", "sentinel", str(self.conf),
-                "--port", str(self.port), *bind]
+                *self.listen_flags(), *bind]
 
     def master(self) -> dict[str, object]:
         state: dict[str, object] = self.client(protocol=2).sentinel_master(NAME)
         return state
+
+
+class TLSSentinelProcess(TLSClients, SentinelProcess):
+    """A sentinel on a TLS port (`port`) alone, its links to the data nodes and the
+    other sentinels over TLS (tls-replication yes), presenting `certs`' server
+    certificate."""
+
+    def __init__(
+        self, folder: Path, leader: NaradProcess, settings: list[str], certs: Certificates,
+    ) -> None:
+        super().__init__(folder, leader, [*settings, *certs.sentinel_lines()])
+        self.certs = certs
+
+    def listen_flags(self) -> list[str]:
+        return ["--port", "0", "--tls-port", str(self.port)]
 
 
 def settings(down_after_ms: int = 1000, failover_timeout_ms: int = 3000) -> list[str]:
@@ -61,15 +81,18 @@ class Deployment:
     nodes: list[NaradProcess]
     sentinels: list[SentinelProcess]
     protocol: int
+    # redis-py's TLS arguments, for the sentinels and the data nodes alike ({}: none).
+    tls: dict[str, object] = field(default_factory=dict)
 
     def sentinel_client(self, **kwargs: object) -> Sentinel:
-        """redis-py's own Sentinel client, as an application would make it."""
+        """redis-py's own Sentinel client, as an application would make it (with
+        TLS: ssl=True for the nodes, and in sentinel_kwargs for the sentinels)."""
         return Sentinel(
             [(s.host, s.port) for s in self.sentinels],
             socket_timeout=1.0,
             protocol=self.protocol,
-            sentinel_kwargs={"socket_timeout": 1.0, "protocol": self.protocol},
-            **kwargs,
+            sentinel_kwargs={"socket_timeout": 1.0, "protocol": self.protocol, **self.tls},
+            **{**self.tls, **kwargs},
         )
 
     def leader_address(self) -> tuple[str, int]:
@@ -84,12 +107,36 @@ class Deployment:
 def deployment(
     tmp_path: Path, protocol: int = 3, replicas: int = 2, sentinels: int = 3,
     sentinel_settings: list[str] | None = None, node_extra: list[str] | None = None,
-    network: netns.Network | None = None,
+    network: netns.Network | None = None, certs: Certificates | None = None,
 ) -> Iterator[Deployment]:
     """With `network`, each data node and then each sentinel runs in a namespace of
-    its own, in that order (nodes 0 .. replicas, then the sentinels)."""
+    its own, in that order (nodes 0 .. replicas, then the sentinels).
+
+    With `certs` (or, without `network`, with NARAD_TEST_TLS=1 in the environment,
+    which makes certificates for the test), every node and sentinel listens on a
+    TLS port alone and every link between them, and every client, is TLS."""
     extra = QUORUM_ACKS + (node_extra or [])
+    if certs is None and network is None and os.environ.get("NARAD_TEST_TLS") == "1":
+        certs = make_certificates(tmp_path / "certs")
     with ExitStack() as stack:
+        if certs is not None:
+            assert network is None, "TLS deployments run on loopback"
+            nodes = stack.enter_context(
+                group(tmp_path, replicas, extra=extra, make=tls_nodes(certs))
+            )
+            procs: list[SentinelProcess] = [
+                TLSSentinelProcess(tmp_path / f"s{i}", nodes[0],
+                                   sentinel_settings or settings(), certs)
+                for i in range(sentinels)
+            ]
+            for proc in procs:
+                proc.start()
+                stack.callback(proc.kill)
+            found = Deployment(nodes, procs, protocol, certs.client_kwargs())
+            wait_until(lambda: all(_discovered(s, replicas, sentinels - 1) for s in procs),
+                       timeout=20)
+            yield found
+            return
         if network is None:
             nodes = stack.enter_context(group(tmp_path, replicas, extra=extra))
             places = [{} for _ in range(sentinels)]

@@ -188,3 +188,40 @@ def test_render_then_load_is_the_same(
                                        known_replicas=list(replicas), config_epoch=epoch)
     config.rewrite(c)
     assert config.load(path) == c
+
+
+def test_tls_directives_load_and_survive_a_rewrite(tmp_path: Path) -> None:
+    path = _write(tmp_path, """\
+port 0
+tls-port 26380
+tls-cert-file /etc/narad/sentinel.crt
+tls-key-file /etc/narad/sentinel.key
+tls-ca-cert-file /etc/narad/ca.crt
+tls-auth-clients optional
+tls-replication yes
+tls-protocols "TLSv1.2 TLSv1.3"
+tls-prefer-server-ciphers yes
+sentinel monitor mymaster 127.0.0.1 6380 2
+""")
+    loaded = config.load(path)
+    assert (loaded.port, loaded.tls_port) == (0, 26380)
+    tls = loaded.tls
+    assert (tls.cert_file, tls.key_file, tls.ca_cert_file) == (
+        "/etc/narad/sentinel.crt", "/etc/narad/sentinel.key", "/etc/narad/ca.crt")
+    assert (tls.auth_clients, tls.replication, tls.protocols, tls.prefer_server_ciphers) == (
+        "optional", True, "TLSv1.2 TLSv1.3", True)
+    loaded.myid = MYID
+    config.rewrite(loaded)
+    assert config.load(path) == loaded
+
+
+@pytest.mark.parametrize(("line", "reason"), [
+    ("tls-auth-clients maybe", "argument(s) must be one of the following: no, yes, optional"),
+    ("tls-replication perhaps", "argument must be 'yes' or 'no'"),
+    ("tls-port 70000", "Invalid port"),
+])
+def test_a_bad_tls_directive_is_refused(tmp_path: Path, line: str, reason: str) -> None:
+    path = _write(tmp_path, f"{line}\n")
+    with pytest.raises(ConfigError) as info:
+        config.load(path)
+    assert info.value.reason == reason
