@@ -144,6 +144,7 @@ def run(args: argparse.Namespace) -> int:
     import asyncio
 
     import narad.commands  # noqa: F401 - fills the command table
+    from narad.acl import AclFileError
     from narad.config import Config, ConfigError
     from narad.keyspace import DataDirBusy
     from narad.log.files import OPEN_FILES, process_limit
@@ -160,7 +161,11 @@ def run(args: argparse.Namespace) -> int:
     OPEN_FILES.fit(process_limit())  # the limit as raised
     if not fit_maxclients(config, OPEN_FILES.clients_max):
         return 1
-    server = Server(config)
+    try:
+        server = Server(config)
+    except AclFileError as exc:  # the users of narad.conf or the ACL file
+        print(f"narad: {exc}", file=sys.stderr)
+        return 1
     pidfile = PidFile(str(config["pidfile"]))
     try:
         with asyncio.Runner(loop_factory=loop_factory()) as runner:
