@@ -19,6 +19,11 @@ clients send PING at pipeline 1, `fsync no`; user and system time of the server
 process (/proc/<pid>/stat) divided by the requests. It is the round trip's own cost
 (reading, parsing, dispatching, replying) without a command's work.
 
+`--only acl` (not in the default set) is Narad alone: the cost of the ACL check per
+command, as pipelined XADD and Q.PUSH throughput (50 clients P16, fsync everysec) of
+the default user against a user restricted to keys `bench:*` (`~bench:* +@all`), on
+the same server, the two runs alternating; the ratio's loss is what the check costs.
+
 With --pin each server runs on the first CPU and the load generator on the others:
 client and server on different cores, as Redis's benchmark guide recommends for
 stable figures. Without it they share the cores, and a figure also measures how much
@@ -75,11 +80,13 @@ class DurableRedis(RedisProcess):
 
 
 def benchmark(
-    port: int, clients: int, pipeline: int, requests: int, *command: str
+    port: int, clients: int, pipeline: int, requests: int, *command: str,
+    login: tuple[str, str] | None = None,
 ) -> dict[str, float]:
     out = subprocess.run(
         [
             "redis-benchmark",
+            *(["--user", login[0], "-a", login[1]] if login else []),
             "-p",
             str(port),
             "-c",
@@ -151,6 +158,26 @@ def spread_figure(fsync: str, pipeline: int, keys: int, requests: int) -> tuple[
             finally:
                 server.stop()
     return rates[0], rates[1]
+
+
+def acl_figure(command: list[str], pipeline: int, requests: int) -> tuple[float, float]:
+    """ops/s of `command` as the default user and as a user restricted to `bench:*`,
+    50 clients at pipeline `pipeline`, fsync everysec, on one Narad."""
+    with tempfile.TemporaryDirectory() as tmp:
+        server = narad(Path(tmp), "everysec")
+        server.start()
+        try:
+            admin = server.client()
+            admin.execute_command("ACL", "SETUSER", "bench", "on", ">b", "~bench:*", "+@all")
+            admin.execute_command("Q.CREATE", "bench:q")
+            benchmark(server.port, 50, pipeline, requests // 4, *command)  # warm up
+            default = benchmark(server.port, 50, pipeline, requests, *command)["rps"]
+            restricted = benchmark(
+                server.port, 50, pipeline, requests, *command, login=("bench", "b")
+            )["rps"]
+        finally:
+            server.stop()
+    return default, restricted
 
 
 def medians(rounds: int, figure: Callable[[], tuple[float, float]]) -> tuple[float, float]:
@@ -353,6 +380,18 @@ def main() -> None:
         )
         row("start until PING with no data (s)", f["narad_empty_start_s"],
             f["redis_empty_start_s"], "")  # fmt: skip
+    if "acl" in wanted:
+        print("\n| figure | default user | `~bench:* +@all` | restricted / default |")
+        print("|---|---|---|---|")
+        for command in (
+            ["XADD", "bench:s", "*", "f", VALUE],
+            ["Q.PUSH", "bench:q", VALUE],
+        ):
+            mine, theirs = medians(args.rounds, lambda c=command: acl_figure(c, 16, n))
+            print(
+                f"| {command[0]} 50 clients P16, fsync everysec (ops/s) | {mine:,.0f} | "
+                f"{theirs:,.0f} | {theirs / mine:.2f} |", flush=True,
+            )
     if "cpu" in wanted:
         mine, theirs = request_cpu(n)
         row("server user CPU per PING, 50 clients P1 (us)", mine[0], theirs[0], "")
