@@ -20,7 +20,7 @@ process (/proc/<pid>/stat) divided by the requests. It is the round trip's own c
 (reading, parsing, dispatching, replying) without a command's work.
 
 `--only acl` (not in the default set) is Narad alone: the cost of the ACL check per
-command, as pipelined XADD and Q.PUSH throughput (50 clients P16, fsync everysec) of
+command, as XADD and Q.PUSH throughput (50 clients P16 and P1, fsync everysec) of
 the default user against a user restricted to keys `bench:*` (`~bench:* +@all`), on
 the same server, the two runs alternating; the ratio's loss is what the check costs.
 
@@ -171,13 +171,18 @@ def acl_figure(command: list[str], pipeline: int, requests: int) -> tuple[float,
             admin.execute_command("ACL", "SETUSER", "bench", "on", ">b", "~bench:*", "+@all")
             admin.execute_command("Q.CREATE", "bench:q")
             benchmark(server.port, 50, pipeline, requests // 4, *command)  # warm up
-            default = benchmark(server.port, 50, pipeline, requests, *command)["rps"]
-            restricted = benchmark(
-                server.port, 50, pipeline, requests, *command, login=("bench", "b")
-            )["rps"]
+            defaults, restricted = [], []
+            for turn in range(4):  # alternating, each first in turn: drift cancels
+                runs = [(defaults, None), (restricted, ("bench", "b"))]
+                for into, login in runs if turn % 2 else runs[::-1]:
+                    into.append(
+                        benchmark(
+                            server.port, 50, pipeline, requests, *command, login=login
+                        )["rps"]
+                    )
         finally:
             server.stop()
-    return default, restricted
+    return statistics.median(defaults), statistics.median(restricted)
 
 
 def medians(rounds: int, figure: Callable[[], tuple[float, float]]) -> tuple[float, float]:
@@ -383,15 +388,19 @@ def main() -> None:
     if "acl" in wanted:
         print("\n| figure | default user | `~bench:* +@all` | restricted / default |")
         print("|---|---|---|---|")
-        for command in (
-            ["XADD", "bench:s", "*", "f", VALUE],
-            ["Q.PUSH", "bench:q", VALUE],
-        ):
-            mine, theirs = medians(args.rounds, lambda c=command: acl_figure(c, 16, n))
-            print(
-                f"| {command[0]} 50 clients P16, fsync everysec (ops/s) | {mine:,.0f} | "
-                f"{theirs:,.0f} | {theirs / mine:.2f} |", flush=True,
-            )
+        for pipeline in (16, 1):
+            for command in (
+                ["XADD", "bench:s", "*", "f", VALUE],
+                ["Q.PUSH", "bench:q", VALUE],
+            ):
+                requests = n if pipeline > 1 else n // 4
+                mine, theirs = medians(
+                    args.rounds, lambda c=command, p=pipeline, r=requests: acl_figure(c, p, r)
+                )
+                print(
+                    f"| {command[0]} 50 clients P{pipeline}, fsync everysec (ops/s) | "
+                    f"{mine:,.0f} | {theirs:,.0f} | {theirs / mine:.2f} |", flush=True,
+                )
     if "cpu" in wanted:
         mine, theirs = request_cpu(n)
         row("server user CPU per PING, 50 clients P1 (us)", mine[0], theirs[0], "")
