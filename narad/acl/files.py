@@ -13,7 +13,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from narad.acl.user import RuleError, User, _has_spaces
+from narad.acl.user import RuleError, User, has_spaces
 from narad.acl.users import Users
 from narad.config.rewrite import replace_file
 
@@ -43,7 +43,7 @@ def parse_acl_text(text: bytes, shown: str) -> dict[str, User]:
             )
             continue
         name = words[1].decode("utf-8", "surrogateescape")
-        if _has_spaces(words[1]):
+        if has_spaces(words[1]):
             errors.append(f"'{shown}:{number}: username '{name}' contains invalid characters. ")
             continue
         if name in users:
@@ -103,7 +103,7 @@ def parse_user_lines(lines: list[list[str]]) -> dict[str, User]:
     for words in lines:
         name = words[0]
         raw = name.encode("utf-8", "surrogateescape")
-        if _has_spaces(raw):
+        if has_spaces(raw):
             raise AclFileError("Spaces not allowed in ACL usernames")
         if name in users:
             raise AclFileError(f"Error in user declaration '{name}': {DUPLICATE_USER}")

@@ -64,7 +64,7 @@ def _valid_hash(text: bytes) -> bool:
     return len(text) == HASH_HEX_LEN and all(c in b"0123456789abcdef" for c in text)
 
 
-def _has_spaces(text: bytes) -> bool:
+def has_spaces(text: bytes) -> bool:
     return any(c in b" \t\r\n\0" for c in text)
 
 
@@ -217,7 +217,7 @@ class User:
         elif rule[:1] == b"&":
             if self.allchannels:
                 raise RuleError(rule, AFTER_ALLCHANNELS)
-            if _has_spaces(rule[1:]):
+            if has_spaces(rule[1:]):
                 raise RuleError(rule, SYNTAX)
             if rule[1:] not in self.channels:
                 self.channels.append(rule[1:])
@@ -254,7 +254,7 @@ class User:
             else:
                 raise RuleError(rule, SYNTAX)
         pattern = rule[offset:]
-        if _has_spaces(pattern):
+        if has_spaces(pattern):
             raise RuleError(rule, SYNTAX)
         for i, (existing, had) in enumerate(self.patterns):
             if existing == pattern:

@@ -12,7 +12,7 @@ from __future__ import annotations
 
 from collections.abc import Iterable
 
-from narad.acl.user import RuleError, User, _has_spaces, default_user
+from narad.acl.user import RuleError, User, default_user, has_spaces
 
 
 class SetUserError(Exception):
@@ -51,7 +51,7 @@ class Users:
     def set_user(self, name: bytes, rules: Iterable[bytes]) -> User:
         """ACL SETUSER: create `name` if new, then apply `rules` all or none; the
         user. Raises SetUserError."""
-        if _has_spaces(name):
+        if has_spaces(name):
             raise SetUserError("Usernames can't contain spaces or null characters")
         text = name.decode("utf-8", "surrogateescape")
         existing = self.by_name.get(text)
