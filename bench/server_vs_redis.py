@@ -25,6 +25,11 @@ clients send PING at pipeline 1, `fsync no`; user and system time of the server
 process (/proc/<pid>/stat) divided by the requests. It is the round trip's own cost
 (reading, parsing, dispatching, replying) without a command's work.
 
+`--only acl` (not in the default set) is Narad alone: the cost of the ACL check per
+command, as XADD and Q.PUSH throughput (50 clients P16 and P1, fsync everysec) of
+the default user against a user restricted to keys `bench:*` (`~bench:* +@all`), on
+the same server, the two runs alternating; the ratio's loss is what the check costs.
+
 With --pin each server runs on the first CPU and the load generator on the others:
 client and server on different cores, as Redis's benchmark guide recommends for
 stable figures. Without it they share the cores, and a figure also measures how much
@@ -125,11 +130,13 @@ def tls_flags() -> list[str]:
 
 
 def benchmark(
-    port: int, clients: int, pipeline: int, requests: int, *command: str
+    port: int, clients: int, pipeline: int, requests: int, *command: str,
+    login: tuple[str, str] | None = None,
 ) -> dict[str, float]:
     out = subprocess.run(
         [
             "redis-benchmark",
+            *(["--user", login[0], "-a", login[1]] if login else []),
             "-p",
             str(port),
             "-c",
@@ -196,6 +203,31 @@ def spread_figure(fsync: str, pipeline: int, keys: int, requests: int) -> tuple[
             finally:
                 server.stop()
     return rates[0], rates[1]
+
+
+def acl_figure(command: list[str], pipeline: int, requests: int) -> tuple[float, float]:
+    """ops/s of `command` as the default user and as a user restricted to `bench:*`,
+    50 clients at pipeline `pipeline`, fsync everysec, on one Narad."""
+    with tempfile.TemporaryDirectory() as tmp:
+        server = narad(Path(tmp), "everysec")
+        server.start()
+        try:
+            admin = server.client()
+            admin.execute_command("ACL", "SETUSER", "bench", "on", ">b", "~bench:*", "+@all")
+            admin.execute_command("Q.CREATE", "bench:q")
+            benchmark(server.port, 50, pipeline, requests // 4, *command)  # warm up
+            defaults, restricted = [], []
+            for turn in range(4):  # alternating, each first in turn: drift cancels
+                runs = [(defaults, None), (restricted, ("bench", "b"))]
+                for into, login in runs if turn % 2 else runs[::-1]:
+                    into.append(
+                        benchmark(
+                            server.port, 50, pipeline, requests, *command, login=login
+                        )["rps"]
+                    )
+        finally:
+            server.stop()
+    return statistics.median(defaults), statistics.median(restricted)
 
 
 def medians(rounds: int, figure: Callable[[], tuple[float, float]]) -> tuple[float, float]:
@@ -406,6 +438,22 @@ def main() -> None:
         )
         row("start until PING with no data (s)", f["narad_empty_start_s"],
             f["redis_empty_start_s"], "")  # fmt: skip
+    if "acl" in wanted:
+        print("\n| figure | default user | `~bench:* +@all` | restricted / default |")
+        print("|---|---|---|---|")
+        for pipeline in (16, 1):
+            for command in (
+                ["XADD", "bench:s", "*", "f", VALUE],
+                ["Q.PUSH", "bench:q", VALUE],
+            ):
+                requests = n if pipeline > 1 else n // 4
+                mine, theirs = medians(
+                    args.rounds, lambda c=command, p=pipeline, r=requests: acl_figure(c, p, r)
+                )
+                print(
+                    f"| {command[0]} 50 clients P{pipeline}, fsync everysec (ops/s) | "
+                    f"{mine:,.0f} | {theirs:,.0f} | {theirs / mine:.2f} |", flush=True,
+                )
     if "cpu" in wanted:
         mine, theirs = request_cpu(n)
         row("server user CPU per PING, 50 clients P1 (us)", mine[0], theirs[0], "")

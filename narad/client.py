@@ -109,7 +109,9 @@ class Client(asyncio.Protocol):
 
     def _refused_by_protected_mode(self, peer: Any) -> bool:
         config = self.node.config
-        if not config["protected-mode"] or config["requirepass"]:
+        # As Redis: while the default user needs no password (nopass, requirepass
+        # empty), only loopback clients are served.
+        if not config["protected-mode"] or not self.node.acl.users.default.nopass:
             return False
         host = peer[0] if isinstance(peer, tuple) else ""
         return bool(host) and not (host.startswith("127.") or host in ("::1", "localhost"))

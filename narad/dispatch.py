@@ -1,8 +1,9 @@
 """Running one command for a session: table lookup, subcommands, arity, the auth
-check, MULTI queueing, the handler call, its error reply, and what follows every call
-(the command's statistics, the slow log, MONITOR lines: narad/observers.py). No
-socket I/O: it runs commands for any session of a node (narad/node.py), so a test can
-run real commands on a real keyspace (tests/streams/test_groups.py).
+check, the permission check (ACL: narad/acl/), MULTI queueing, the handler call, its
+error reply, and what follows every call (the command's statistics, the slow log,
+MONITOR lines: narad/observers.py). No socket I/O: it runs commands for any session
+of a node (narad/node.py), so a test can run real commands on a real keyspace
+(tests/streams/test_groups.py).
 
 Contracts it keeps:
 - Every command sees the effects of all commands that arrived before it: adds held
@@ -14,6 +15,10 @@ Contracts it keeps:
   (`event=internal_error`, the traceback only at loglevel debug: narad/errors.py).
 - A refused EXEC discards the transaction; a command refused while queueing in MULTI
   makes EXEC abort, as in Redis.
+- No command runs unless its session's user may run it on every key it touches
+  (`permit`): checked here, once, for every path a command takes (the fast path, the
+  pipelined run, MULTI queueing, and again at EXEC), never in a handler. A session
+  whose user is unrestricted (`Session.restricted` false) pays one attribute test.
 - A `POST` or `Host:` line (an HTTP request sent to the port) closes the connection,
   and nothing the client sent after it runs or is answered.
 
@@ -27,6 +32,7 @@ import time
 from typing import Any
 
 from narad import errors
+from narad.acl.check import check
 from narad.commands.table import LOOKUP, RUN_REPLY_BYTES_MAX, Command
 from narad.errors import CommandError
 from narad.keywatch import Block
@@ -78,6 +84,8 @@ class Dispatcher:
             and (argc == cmd.arity if cmd.arity >= 0 else argc >= -cmd.arity)
             and node.refusal is None
         ):
+            if session.restricted and not self._permitted(session, cmd, argv):
+                return
             if cmd.run is not None and self._run(session, cmd, argv):
                 return
             if node.held_back is not None:
@@ -90,6 +98,46 @@ class Dispatcher:
         if node.held_back is not None:
             node.apply_held_back()
         self._execute_checked(session, argv, cmd)
+
+    def _permitted(self, session: Session, cmd: Command, argv: list[bytes]) -> bool:
+        """The fast path's permission check: True, or the refusal answered."""
+        if cmd.subcommands and len(argv) >= 2:  # COMMAND <sub> reaches the fast path
+            cmd = cmd.subcommands.get(argv[1].lower().decode("utf-8", "replace"), cmd)
+        try:
+            self.permit(session, cmd, argv)
+        except CommandError as exc:
+            cmd.rejected += 1
+            if self.node.held_back is not None:  # replies stay in order
+                self.node.apply_held_back()
+            session.reply_error(exc)
+            return False
+        return True
+
+    def permit(
+        self, session: Session, cmd: Command, argv: list[bytes], at_exec: bool = False
+    ) -> None:
+        """Raise NOPERM, with an ACL LOG entry, unless the session's user may run `argv`
+        (its command, or subcommand, `cmd`) on every key it touches; `at_exec` with
+        Redis's text for a queued command refused at EXEC."""
+        user = session.user
+        if not user.unrestricted:
+            entry = cmd.acl
+            assert entry is not None
+            try:
+                keys = cmd.keys_of(argv)
+            except Exception as exc:  # a finder's bug: refuse rather than guess
+                raise errors.internal(exc, cmd.name, "finding the keys of") from None
+            denied = check(user, entry, argv, keys)
+            if denied is not None:
+                in_multi = at_exec or session.multi is not None
+                self.node.acl.log.add(
+                    denied.reason,
+                    "multi" if in_multi else "toplevel",
+                    denied.object(entry, argv),
+                    user.name.encode("utf-8", "surrogateescape"),
+                    session.client_info(cmd.name),
+                )
+                raise denied.exec_error() if at_exec else denied.error(user, entry)
 
     def _run(self, session: Session, cmd: Command, argv: list[bytes]) -> bool:
         """The pipelined fast path: `cmd.run` answers `argv` and the like commands
@@ -201,7 +249,11 @@ class Dispatcher:
         if not cmd.check_arity(len(argv)):
             raise errors.wrong_arity(cmd.name)
         if not session.authenticated and "noauth" not in cmd.flags:
-            raise errors.NOAUTH
+            if not self.node.acl.users.default_logs_in():
+                raise errors.NOAUTH
+            session.log_in(self.node.acl.users.default)  # the default user became open
+        if session.restricted:
+            self.permit(session, cmd, argv)
         refusal = self.node.refusal
         if refusal is not None and "write" in cmd.flags:
             raise refusal

@@ -26,11 +26,13 @@ from __future__ import annotations
 import asyncio
 import logging
 import os
+import time
 from collections import deque
 from collections.abc import Iterator
 from typing import TYPE_CHECKING, Any, NamedTuple, Protocol
 
 from narad import errors
+from narad.acl import Acl, User
 from narad.barrier import CommitBarrier, CommitFailed
 from narad.config import Config
 from narad.config.kinds import OutputBufferLimits
@@ -73,10 +75,13 @@ class Streamed(NamedTuple):
 
 class Runner(Protocol):
     """What a handler may ask of the dispatcher that runs it (narad/dispatch.py): EXEC
-    runs its queued commands through `call`."""
+    checks its queued commands again with `permit` and runs them through `call`."""
 
     def call(self, session: Session, cmd: Any, argv: list[bytes]) -> Any:
         """Run a checked command; its reply goes to the session (or is returned in EXEC)."""
+
+    def permit(self, session: Session, cmd: Any, argv: list[bytes], at_exec: bool = False) -> None:
+        """Raise NOPERM unless the session's user may run `argv` (narad/acl/)."""
 
 
 class Connection(Protocol):
@@ -125,6 +130,11 @@ class Node:
         self.queues = QueueService(keyspace, self.keys, self, self.timers)
         keyspace.on_delete = self.queues.dropped
         self.observers = Observers(config)
+        # Users and the ACL log (narad/acl/): the users of narad.conf's `user` lines
+        # or of the ACL file are loaded now (AclFileError: the node cannot start).
+        self.acl = Acl(config)
+        self.acl.start()
+        config.users_for_rewrite = self.acl.user_lines
         # The dispatcher running this node's commands (narad/dispatch.py sets itself).
         self.runner: Runner = None  # type: ignore[assignment]
         # What every write is answered with, unrun, while set: READONLY on a replica,
@@ -222,6 +232,21 @@ class Node:
         session = Session(self, connection, self._next_session_id)
         self._next_session_id += 1
         return session
+
+    def users_changed(self, gone: list[User], current: Session | None = None) -> None:
+        """Users were changed (ACL SETUSER, DELUSER, LOAD): each session learns
+        whether its user is still unrestricted, and the sessions of the users in
+        `gone` (deleted, or replaced by ACL LOAD) close, as Redis closes them:
+        `current`, running the command, once its reply is out."""
+        for session in list(self.sessions.values()):
+            if any(session.user is user for user in gone):
+                session.log_out()
+                if session is current:
+                    session.close_after_reply()
+                else:
+                    session.close()
+            else:
+                session.restricted = not session.user.unrestricted
 
     @property
     def blocked_sessions(self) -> int:
@@ -338,7 +363,12 @@ class Session:
         self.lib_ver = ""
         self.db = 0
         self.protocol = 2
-        self.authenticated = not node.config["requirepass"]
+        # The user (narad/acl/), whether the connection logged in as it, and whether
+        # the dispatcher must check its permissions (false: the user may run every
+        # command on every key and channel; kept so by Node.users_changed).
+        self.user: User = node.acl.users.default
+        self.authenticated = node.acl.users.default_logs_in()
+        self.restricted = not self.user.unrestricted
         self.multi: list[list[bytes]] | None = None
         self.multi_failed = False
         self.in_exec = False
@@ -367,6 +397,40 @@ class Session:
     @property
     def addr(self) -> str:
         return self.connection.addr
+
+    # -- the user ---------------------------------------------------------------------
+
+    def log_in(self, user: User) -> None:
+        self.user = user
+        self.authenticated = True
+        self.restricted = not user.unrestricted
+
+    def log_out(self) -> None:
+        """Back to the default user, not logged in (its user was deleted)."""
+        self.user = self.node.acl.users.default
+        self.authenticated = False
+        self.restricted = not self.user.unrestricted
+
+    def client_info(self, current: str | None = None) -> str:
+        """This connection's CLIENT LIST line (no newline); `current` names the command
+        the caller is running."""
+        now = time.time()
+        flags = "N"
+        if self.blocked is not None:
+            flags = "b"
+        elif self.multi is not None:
+            flags = "x"
+        cmd = current or self.last_command or "NULL"
+        conn = self.connection
+        multi = len(self.multi) if self.multi is not None else -1
+        return (
+            f"id={self.id} addr={conn.addr} laddr={conn.laddr} fd=-1 name={self.name} "
+            f"age={int(now - conn.created_s)} idle={int(now - conn.last_interaction_s)} "
+            f"flags={flags} db={self.db} sub=0 psub=0 ssub=0 multi={multi} "
+            f"qbuf=0 qbuf-free=0 argv-mem=0 multi-mem=0 rbs=0 rbp=0 obl=0 oll=0 "
+            f"omem={len(self.out)} tot-mem=0 events=r cmd={cmd} user={self.user.name} "
+            f"redir=-1 resp={self.protocol} lib-name={self.lib_name} lib-ver={self.lib_ver}"
+        )
 
     @property
     def closing(self) -> bool:
@@ -497,7 +561,10 @@ class Session:
         self.protocol = 2
         self.name = ""
         self.reply_off = self.skip_current = self.skip_next = False
-        self.authenticated = not self.node.config["requirepass"]
+        users = self.node.acl.users
+        self.user = users.default
+        self.authenticated = users.default_logs_in()
+        self.restricted = not self.user.unrestricted
         self.node.observers.forget(self)
         if self.push_handler is not None:
             self.push_handler.disconnected()

@@ -144,6 +144,7 @@ def run(args: argparse.Namespace) -> int:
     import asyncio
 
     import narad.commands  # noqa: F401 - fills the command table
+    from narad.acl import AclFileError
     from narad.config import Config, ConfigError
     from narad.keyspace import DataDirBusy
     from narad.log.files import OPEN_FILES, process_limit
@@ -166,6 +167,9 @@ def run(args: argparse.Namespace) -> int:
         server = Server(config)
     except TLSError as exc:
         print(f"narad: Failed to configure TLS: {exc}", file=sys.stderr)
+        return 1
+    except AclFileError as exc:  # the users of narad.conf or the ACL file
+        print(f"narad: {exc}", file=sys.stderr)
         return 1
     pidfile = PidFile(str(config["pidfile"]))
     try:

@@ -126,6 +126,7 @@ def test_immutable_settings() -> None:
     fixed = {s.name for s in SETTINGS if not s.mutable}
     assert fixed == {
         "databases", "dir", "logfile", "daemonize", "pidfile", "enable-debug-command", "replicaof",
+        "aclfile",
     }
 
 
@@ -458,6 +459,8 @@ def test_get_renders_like_redis() -> None:
         "bind": "127.0.0.1",
         "protected-mode": "yes",
         "requirepass": "",
+        "aclfile": "",
+        "acllog-max-len": "128",
         "maxclients": "10000",
         "timeout": "0",
         "tcp-keepalive": "300",
@@ -544,7 +547,10 @@ def test_get_renders_like_redis() -> None:
         (["*fsync"], ["fsync", "appendfsync"]),
         (["*read-only"], ["replica-read-only", "slave-read-only"]),
         (["timeout", "max*", "timeout"], ["timeout", "maxclients"]),
-        (["slowlog-*", "*-max-len"], ["slowlog-log-slower-than", "slowlog-max-len"]),
+        (
+            ["slowlog-*", "*-max-len"],
+            ["slowlog-log-slower-than", "slowlog-max-len", "acllog-max-len"],
+        ),
         (["stream-node-max-*"], ["stream-node-max-entries", "stream-node-max-bytes"]),
     ],
 )
@@ -935,7 +941,7 @@ def test_a_value_that_cannot_be_applied_undoes_the_whole_set() -> None:
 # effect to apply (docs/settings.md); every other mutable setting must be applied by
 # a callback when CONFIG SET changes it. loglevel is applied by narad/serve.py.
 READ_WHERE_USED = {
-    "protected-mode", "requirepass", "timeout", "tcp-keepalive", "shutdown-timeout",
+    "protected-mode", "timeout", "tcp-keepalive", "shutdown-timeout",
     "slowlog-max-len", "latency-tracking-info-percentiles",
     "appendonly", "save", "stream-node-max-bytes", "replica-read-only",
     "checkpoint-bytes", "checkpoint-seconds", "masterauth", "masteruser",

@@ -1,6 +1,7 @@
 """Command handlers, one module per family; importing this package fills the table."""
 
 from narad.commands import (  # noqa: F401
+    acl,
     admin,
     connection,
     debug,

@@ -7,15 +7,18 @@ import time
 from typing import TYPE_CHECKING, Any
 
 from narad import glob, info
+from narad.acl.user import READ, WRITE
 from narad.commands.args import parse_int
 from narad.commands.table import (
     COMMANDS,
+    Command,
     all_commands,
     command,
     container,
     docs_reply,
     help_reply,
     info_reply,
+    ordered_set,
 )
 from narad.config import ConfigError
 from narad.errors import CommandError, syntax, unknown_subcommand, wrong_arity
@@ -246,6 +249,41 @@ def command_list(session: Session, args: list[bytes]) -> Any:
 def command_getkeys(session: Session, args: list[bytes]) -> Any:
     """Extracts the key names from an arbitrary command."""
     argv = args[2:]
+    cmd = _getkeys_command(argv)
+    keys = [argv[i] for i, _ in cmd.keys_of(argv) if i is not None]
+    if not keys:
+        if "movablekeys" in cmd.flags or cmd.find_keys is not None:
+            raise CommandError("Invalid arguments specified for command")
+        raise CommandError("The command has no key arguments")
+    return keys
+
+
+@command(
+    "getkeysandflags", -4, "loading stale", group="server",
+    parent="command", since="7.0.0", categories="@connection",
+)
+def command_getkeysandflags(session: Session, args: list[bytes]) -> Any:
+    """Extracts the key names and access flags for an arbitrary command."""
+    argv = args[2:]
+    cmd = _getkeys_command(argv)
+    found = [(argv[i], access) for i, access in cmd.keys_of(argv) if i is not None]
+    if not found:
+        if "movablekeys" in cmd.flags or cmd.find_keys is not None:
+            raise CommandError("Invalid arguments specified for command")
+        raise CommandError("The command has no key arguments")
+    return [[key, ordered_set(KEY_FLAGS[access])] for key, access in found]
+
+
+# GETKEYSANDFLAGS's flags for each access, in Redis's key-spec words.
+KEY_FLAGS = {
+    0: ["RO"],
+    READ: ["RO", "access"],
+    WRITE: ["RW", "update"],
+    READ | WRITE: ["RW", "access", "update"],
+}
+
+
+def _getkeys_command(argv: list[bytes]) -> Command:
     cmd = COMMANDS.get(argv[0].lower())
     if cmd is not None and cmd.subcommands:  # XGROUP CREATE, Q.SCHEMA SET, ...
         sub = argv[1].lower().decode("utf-8", "replace") if len(argv) > 1 else ""
@@ -254,23 +292,7 @@ def command_getkeys(session: Session, args: list[bytes]) -> Any:
         raise CommandError("Invalid command specified")
     if not cmd.check_arity(len(argv)):
         raise CommandError("Invalid number of arguments specified for command")
-    if cmd.name in ("xread", "xreadgroup"):
-        return _stream_read_keys(argv)
-    keys = [argv[i] for i in cmd.key_positions(len(argv))]
-    if not keys:
-        raise CommandError("The command has no key arguments")
-    return keys
-
-
-def _stream_read_keys(argv: list[bytes]) -> list[bytes]:
-    """XREAD / XREADGROUP: the keys are the first half of what follows STREAMS."""
-    for i, arg in enumerate(argv):
-        if arg.lower() == b"streams":
-            rest = argv[i + 1 :]
-            if rest and len(rest) % 2 == 0:
-                return rest[: len(rest) // 2]
-            break
-    raise CommandError("Invalid arguments specified for command")
+    return cmd
 
 
 @command("help", 2, "loading stale", group="server", parent="command", categories="@connection")
@@ -290,6 +312,8 @@ def command_help(session: Session, args: list[bytes]) -> Any:
         "    Return documentation details about the given commands.",
         "GETKEYS <full-command>",
         "    Return the keys from a full command.",
+        "GETKEYSANDFLAGS <full-command>",
+        "    Return the keys and the access flags from a full command.",
         "HELP",
         "    Print this help.",
     ])

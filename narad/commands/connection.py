@@ -39,8 +39,31 @@ def echo(session: Session, args: list[bytes]) -> Any:
 )
 def auth(session: Session, args: list[bytes]) -> Any:
     """Authenticates the connection."""
-    handshake.auth(session, args, str(session.node.config["requirepass"]))
+    handshake.auth(session, args, NodeLogin(session))
     return OK
+
+
+class NodeLogin:
+    """Log-in against the node's users (narad/acl/); a refusal is an ACL LOG entry."""
+
+    def __init__(self, session: Session) -> None:
+        self.session = session
+        self.users = session.node.acl.users
+
+    def default_has_password(self) -> bool:
+        return not self.users.default.nopass
+
+    def log_in(self, conn: object, user: bytes, password: bytes, command: bytes) -> bool:
+        session = self.session
+        found = self.users.authenticate(user, password)
+        if found is None:
+            in_multi = session.in_exec or session.multi is not None
+            session.node.acl.log.add(
+                "auth", "multi" if in_multi else "toplevel", command, user, session.client_info()
+            )
+            return False
+        session.log_in(found)
+        return True
 
 
 @command(
@@ -51,7 +74,7 @@ def hello(session: Session, args: list[bytes]) -> Any:
     """Handshakes with the Redis server."""
     node = session.node
     role = "replica" if node.replication.is_replica else "master"
-    return handshake.hello(session, args, str(node.config["requirepass"]), "standalone", role)
+    return handshake.hello(session, args, NodeLogin(session), "standalone", role)
 
 
 @command(
@@ -116,22 +139,7 @@ def client_setinfo(session: Session, args: list[bytes]) -> Any:
 
 def client_line(c: Session, current: str | None = None) -> str:
     """One CLIENT LIST line; `current` names the command the caller is running."""
-    now = time.time()
-    flags = "N"
-    if c.blocked is not None:
-        flags = "b"
-    elif c.multi is not None:
-        flags = "x"
-    cmd = current or c.last_command or "NULL"
-    conn = c.connection
-    return (
-        f"id={c.id} addr={conn.addr} laddr={conn.laddr} fd=-1 name={c.name} "
-        f"age={int(now - conn.created_s)} idle={int(now - conn.last_interaction_s)} flags={flags} "
-        f"db={c.db} sub=0 psub=0 ssub=0 multi={len(c.multi) if c.multi is not None else -1} "
-        f"qbuf=0 qbuf-free=0 argv-mem=0 multi-mem=0 rbs=0 rbp=0 obl=0 oll=0 "
-        f"omem={len(c.out)} tot-mem=0 events=r cmd={cmd} user=default redir=-1 "
-        f"resp={c.protocol} lib-name={c.lib_name} lib-ver={c.lib_ver}"
-    )
+    return c.client_info(current)
 
 
 @command(
@@ -191,8 +199,10 @@ def client_kill(session: Session, args: list[bytes]) -> Any:
             elif name == b"laddr":
                 keep |= other.connection.laddr != value.decode(errors="replace")
             elif name == b"user":
-                if value != b"default":
+                wanted_user = node.acl.users.get(value)
+                if wanted_user is None:
                     raise CommandError(f"No such user '{value.decode(errors='replace')}'")
+                keep |= other.user is not wanted_user
             elif name == b"skipme":
                 if value.lower() not in (b"yes", b"no"):
                     raise syntax()

@@ -15,10 +15,11 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
+from narad.acl.user import READ, WRITE
 from narad.commands.args import INT64_MAX, parse_int, parse_timeout_ms, text
 from narad.commands.frames import entries_reply
-from narad.commands.streams import BLOCKED_COUNT_DEFAULT, changed, written
-from narad.commands.table import command, container
+from narad.commands.streams import BLOCKED_COUNT_DEFAULT, changed, stream_keys_at_end, written
+from narad.commands.table import command, container, finds_keys
 from narad.errors import CommandError, syntax
 from narad.keywatch import Block
 from narad.resp import Encoded, NullArray, SimpleString
@@ -900,3 +901,15 @@ def _full_consumer(group: Group, consumer: Consumer, count: int) -> dict[str, An
 def xinfo_help(session: Session, args: list[bytes]) -> Any:
     """Show helpful text about the different subcommands."""
     return _help("XINFO", XINFO_HELP)
+
+
+def _xreadgroup_keys(argv: list[bytes]) -> list[tuple[int | None, int]]:
+    """XREADGROUP's keys as its own parser finds them (none if it refuses them)."""
+    try:
+        keys = _parse_readgroup(argv).keys
+    except CommandError:
+        return []
+    return stream_keys_at_end(argv, len(keys), READ | WRITE)
+
+
+finds_keys("xreadgroup", _xreadgroup_keys)

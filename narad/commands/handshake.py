@@ -3,9 +3,10 @@ and HELLO's arguments, the password check, and HELLO's reply (one parser, one
 check, one reply for both; narad/commands/connection.py and
 narad/sentinel/commands.py only say which password applies and what the node is).
 
-The password is Redis's `requirepass` for the default user: without one, the
-default user is `nopass` and any password works; with one, only it does, compared
-in constant time.
+Who may log in is the caller's `Login`: the data node's users (narad/acl/, through
+narad/commands/connection.py), or the sentinel's one `requirepass` for the default
+user (`RequirePass`): without one, the default user is `nopass` and any password
+works; with one, only it does, compared in constant time.
 """
 
 from __future__ import annotations
@@ -52,26 +53,54 @@ def redact(args: list[bytes], positions: Iterable[int]) -> None:
         args[i] = b"(redacted)"
 
 
-def check_password(required: str, user: bytes, password: bytes) -> None:
-    """Raise WRONGPASS unless `user`/`password` may log in under `requirepass`."""
-    if user != b"default":
-        raise WRONGPASS
-    import hmac  # with hashlib ~1.5 ms to load: at the first password, not at start
+class Login(Protocol):
+    """Who may log in, as AUTH and HELLO AUTH ask it."""
 
-    if required and not hmac.compare_digest(password, required.encode()):
-        raise WRONGPASS
+    def default_has_password(self) -> bool:
+        """Whether the default user needs a password (AUTH <password> is refused
+        while it does not)."""
+
+    def log_in(self, conn: Greeted, user: bytes, password: bytes, command: bytes) -> bool:
+        """Log `conn` in as `user` if `password` is right and the user may log in;
+        whether it did. `command` is the command's name as given (for a log)."""
 
 
-def auth(conn: Greeted, args: list[bytes], required: str) -> None:
+class RequirePass:
+    """One `requirepass` for the default user, the only user (the sentinel's)."""
+
+    def __init__(self, required: str) -> None:
+        self.required = required
+
+    def default_has_password(self) -> bool:
+        return bool(self.required)
+
+    def log_in(self, conn: Greeted, user: bytes, password: bytes, command: bytes) -> bool:
+        if user != b"default":
+            return False
+        import hmac  # with hashlib ~1.5 ms to load: at the first password, not at start
+
+        if self.required and not hmac.compare_digest(password, self.required.encode()):
+            return False
+        conn.authenticated = True
+        return True
+
+
+def _login(login: Login | str) -> Login:
+    return RequirePass(login) if isinstance(login, str) else login
+
+
+def auth(conn: Greeted, args: list[bytes], login: Login | str) -> None:
     """AUTH [user] password: log `conn` in, or raise."""
     if len(args) > 3:
         raise syntax()
+    login = _login(login)
     user, password = (b"default", args[1]) if len(args) == 2 else (args[1], args[2])
+    command = args[0]
     redact(args, range(1, len(args)))
-    if len(args) == 2 and not required:
+    if len(args) == 2 and not login.default_has_password():
         raise NO_PASSWORD_SET
-    check_password(required, user, password)
-    conn.authenticated = True
+    if not login.log_in(conn, user, password, command):
+        raise WRONGPASS
 
 
 def parse_hello(
@@ -104,14 +133,16 @@ def parse_hello(
     return protocol, auth, name
 
 
-def hello(conn: Greeted, args: list[bytes], required: str, mode: str, role: str) -> dict[str, Any]:
+def hello(
+    conn: Greeted, args: list[bytes], login: Login | str, mode: str, role: str
+) -> dict[str, Any]:
     """HELLO [protover [AUTH user pass] [SETNAME name]]: switch `conn`'s protocol,
     log it in and name it as asked; the reply map (`mode` and `role` say what the
     node is)."""
+    command = args[0]
     protocol, credentials, name = parse_hello(args, conn.protocol)
-    if credentials is not None:
-        check_password(required, *credentials)
-        conn.authenticated = True
+    if credentials is not None and not _login(login).log_in(conn, *credentials, command):
+        raise WRONGPASS
     if not conn.authenticated:
         raise HELLO_NOAUTH
     if name is not None:

@@ -8,8 +8,9 @@ from collections.abc import Collection
 from typing import TYPE_CHECKING, Any
 
 from narad import glob
+from narad.acl.user import READ, WRITE
 from narad.commands.args import parse_int
-from narad.commands.table import command
+from narad.commands.table import command, finds_keys
 from narad.errors import CommandError, syntax
 from narad.resp import SimpleString
 
@@ -237,3 +238,12 @@ def _swapped(session: Session, a: int, b: int) -> None:
     for db, key in list(node.keys.waiters):
         if db in (a, b):
             node.keys.wake(db, key)
+
+
+def _rename_keys(argv: list[bytes]) -> list[tuple[int | None, int]]:
+    """The source is read and deleted, the destination written (Redis's key specs)."""
+    return [(1, READ | WRITE), (2, WRITE)]
+
+
+finds_keys("rename", _rename_keys)
+finds_keys("renamenx", _rename_keys)

@@ -13,9 +13,10 @@ from collections import deque
 from typing import TYPE_CHECKING, Any
 
 from narad import glob
+from narad.acl.user import READ, WRITE
 from narad.commands.args import INT64_MAX, parse_int, parse_timeout_ms
 from narad.commands.schema import check_payloads
-from narad.commands.table import COMMANDS, command
+from narad.commands.table import COMMANDS, command, finds_keys
 from narad.errors import CommandError, no_queue, syntax, wrong_arity
 from narad.held_back import can_hold
 from narad.keywatch import Block
@@ -588,3 +589,48 @@ def q_stats(session: Session, args: list[bytes]) -> Any:
         b"first_id": ids.fmt(first[0]) if first else b"0-0",
         b"last_id": ids.fmt(stream.last_id),
     }
+
+
+# -- the keys each Q.* command touches (narad/commands/table.py's KeyFinder) ------------
+#
+# A queue named as another's dead-letter queue, or as a subscription's source, is
+# written later by the server on the queue's behalf (a letter dead-lettered, a message
+# copied): that is authorized when it is set up, so naming it needs write access to
+# both (docs/security.md).
+
+
+def _dlq_keys(argv: list[bytes], start: int) -> list[tuple[int | None, int]]:
+    """The DLQ values among the setting pairs from argv[start:]."""
+    return [
+        (i + 1, WRITE)
+        for i in range(start, len(argv) - 1, 2)
+        if argv[i].lower() == b"dlq" and argv[i + 1]
+    ]
+
+
+def _q_create_keys(argv: list[bytes]) -> list[tuple[int | None, int]]:
+    return [(1, WRITE), *_dlq_keys(argv, 2)]
+
+
+def _q_config_keys(argv: list[bytes]) -> list[tuple[int | None, int]]:
+    sub = argv[2].lower() if len(argv) > 2 else b""
+    if sub == b"get":
+        return [(1, READ)]
+    return [(1, WRITE), *(_dlq_keys(argv, 3) if sub == b"set" else [])]
+
+
+def _q_redrive_keys(argv: list[bytes]) -> list[tuple[int | None, int]]:
+    """The dead-letter queue, and TO's queue; without TO each letter goes back to the
+    queue it came from, which its arguments do not name: every key must be writable."""
+    found: list[tuple[int | None, int]] = [(1, WRITE)]
+    for i in range(2, len(argv) - 1, 2):
+        if argv[i].lower() == b"to":
+            found.append((i + 1, WRITE))
+    if len(found) == 1:
+        found.append((None, WRITE))
+    return found
+
+
+finds_keys("q.create", _q_create_keys)
+finds_keys("q.config", _q_config_keys)
+finds_keys("q.redrive", _q_redrive_keys)

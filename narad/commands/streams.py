@@ -12,9 +12,10 @@ from collections import deque
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
+from narad.acl.user import READ
 from narad.commands.args import parse_int, parse_timeout_ms
 from narad.commands.schema import check_entry
-from narad.commands.table import COMMANDS, command
+from narad.commands.table import COMMANDS, command, finds_keys
 from narad.errors import IDS_EXHAUSTED, CommandError, syntax, wrong_arity
 from narad.held_back import can_hold
 from narad.keywatch import Block
@@ -473,3 +474,21 @@ def parse_read_args(args: list[bytes]) -> tuple[int, int | None, list[bytes], li
         else:
             raise syntax()
     raise syntax()
+
+
+def _xread_keys(argv: list[bytes]) -> list[tuple[int | None, int]]:
+    """XREAD's keys as its own parser finds them (none if it refuses the arguments)."""
+    try:
+        keys = parse_read_args(argv)[2]
+    except CommandError:
+        return []
+    return stream_keys_at_end(argv, len(keys), READ)
+
+
+def stream_keys_at_end(argv: list[bytes], count: int, access: int) -> list[tuple[int | None, int]]:
+    """The `count` keys of STREAMS key... id...: the first half of argv's tail."""
+    start = len(argv) - 2 * count
+    return [(i, access) for i in range(start, start + count)]
+
+
+finds_keys("xread", _xread_keys)

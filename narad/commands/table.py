@@ -17,6 +17,8 @@ from collections.abc import Set as AbstractSet
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
+from narad.acl import catalogue
+from narad.acl.user import READ, WRITE
 from narad.metrics import Histogram
 
 if TYPE_CHECKING:
@@ -33,6 +35,16 @@ Handler = Callable[["Session", list[bytes]], Any]
 # RUN_REPLY_BYTES_MAX bytes (the caller bounds the output buffer with it).
 RUN_REPLY_BYTES_MAX = 48
 RunHandler = Callable[["Session", list[bytes], "deque[list[bytes]]"], "list[list[bytes]] | None"]
+# A run handler takes only commands whose name and key are argv's (byte for byte), so
+# the permission check of argv (narad/dispatch.py) holds for every command it takes.
+
+# The keys a command touches, from its arguments: (argv index, access) pairs, access
+# READ and/or WRITE (narad/acl/user.py; 0: any key pattern that matches will do, as
+# Redis's key specs without ACCESS, INSERT, UPDATE or DELETE). An index of None means
+# keys its arguments do not name (narad/acl/check.py). A finder never raises: for
+# arguments it cannot read it returns the keys it found.
+KeyAccess = tuple["int | None", int]
+KeyFinder = Callable[[list[bytes]], list[KeyAccess]]
 
 
 @dataclass
@@ -49,6 +61,11 @@ class Command:
     categories: tuple[str, ...] = ()
     subcommands: dict[str, Command] = field(default_factory=dict)
     run: RunHandler | None = None  # the pipelined fast path, if the command has one
+    # Keys named beyond `keys` (options: XREAD's STREAMS, Q.CREATE's DLQ, ...), or a
+    # command whose keys' access depends on its arguments: its own finder.
+    find_keys: KeyFinder | None = None
+    access: int = 0  # what `keys` are touched with (see KeyAccess); set by `command`
+    acl: catalogue.Entry | None = None  # this command as ACL rules see it
     # Counters for INFO commandstats, as Redis keeps them in its command table.
     calls: int = 0
     usec: int = 0
@@ -82,6 +99,14 @@ class Command:
         last = argc + last if last < 0 else last
         return range(first, min(last, argc - 1) + 1, step)
 
+    def keys_of(self, argv: list[bytes]) -> list[KeyAccess]:
+        """Every key `argv` touches with its access: the one answer of the permission
+        check, COMMAND GETKEYS and GETKEYSANDFLAGS."""
+        if self.find_keys is not None:
+            return self.find_keys(argv)
+        access = self.access
+        return [(i, access) for i in self.key_positions(len(argv))]
+
 
 COMMANDS: dict[bytes, Command] = {}  # lower-case name -> command
 LOOKUP: dict[bytes, Command] = {}  # lower- and upper-case name -> command (the hot path)
@@ -103,9 +128,10 @@ def command(
     `categories` adds ACL categories to those the flags and group imply."""
 
     def register(handler: Handler) -> Handler:
-        all_categories = (*_categories(flags, group), *categories.split())
+        full = name if parent is None else f"{parent}|{name}"
+        all_categories = (*_categories(flags, group), *categories.split(), *_narad_categories(full))
         cmd = Command(
-            name if parent is None else f"{parent}|{name}",
+            full,
             handler,
             arity,
             frozenset(flags.split()),
@@ -117,6 +143,7 @@ def command(
             all_categories,
         )
         cmd.data_free = _data_free(name, parent, group, cmd.flags)
+        cmd.access = KEY_ACCESS.get(full, _default_access(cmd.flags))
         if parent is None:
             existing = COMMANDS.get(name.encode())
             if existing is not None:  # a container registered first by its subcommands
@@ -137,7 +164,10 @@ def command(
                     categories=("@slow",),
                 ),
             )
+            if container.acl is None:
+                container.acl = catalogue.register(parent, container.categories, False)
             container.subcommands[name] = cmd
+        cmd.acl = catalogue.register(cmd.name, cmd.categories, "noauth" in cmd.flags)
         return handler
 
     return register
@@ -151,6 +181,17 @@ def container(name: str, group: str, summary: str, since: str = "1.0.0") -> None
     )
     cmd.summary, cmd.since, cmd.group = summary, since, group
     LOOKUP[name.encode()] = LOOKUP[name.upper().encode()] = cmd
+    if cmd.acl is None:
+        cmd.acl = catalogue.register(name, cmd.categories, False)
+
+
+def finds_keys(name: str, finder: KeyFinder) -> None:
+    """Give the registered command `name` ("parent|sub") its own key finder."""
+    parent, _, sub = name.partition("|")
+    cmd = COMMANDS[parent.encode()]
+    if sub:
+        cmd = cmd.subcommands[sub]
+    cmd.find_keys = finder
 
 
 GROUP_CATEGORIES = {
@@ -159,6 +200,57 @@ GROUP_CATEGORIES = {
     "transactions": "@transaction",
     "keyspace": "@keyspace",
     "scripting": "@scripting",
+}
+
+
+# Narad's own ACL categories (narad/acl/catalogue.py) beyond the Q.* ones: what a
+# replica or a failover sends a leader, and what a sentinel sends a data node
+# (narad/sentinel/: link.py, watch.py, failover.py, sentinel.py).
+REPLICATION_COMMANDS = frozenset({"psync", "replconf", "fence", "promote", "replicaof", "slaveof"})
+SENTINEL_COMMANDS = frozenset(
+    {"auth", "ping", "info", "client|setname", "client|list", "fence", "promote", "replicaof"}
+)
+
+
+def _narad_categories(full: str) -> tuple[str, ...]:
+    cats = []
+    if full.startswith("q.schema"):
+        cats.append("@schema")
+    elif full.startswith("q."):
+        cats.append("@queue")
+    if full in REPLICATION_COMMANDS:
+        cats.append("@replication")
+    if full in SENTINEL_COMMANDS:
+        cats.append("@sentinel")
+    return tuple(cats)
+
+
+def _narad_only(name: str) -> bool:
+    """Whether Redis lacks the command: COMMAND INFO shows Narad's own categories
+    (@queue, ...) for these only."""
+    return name.startswith("q.") or name.split("|")[0] in ("fence", "promote")
+
+
+def _default_access(flags: frozenset[str]) -> int:
+    """A command flagged `write` writes its keys, a `readonly` one reads them."""
+    if "write" in flags:
+        return WRITE
+    return READ if "readonly" in flags else 0
+
+
+# Key access where the flags' default is not what the command does, after Redis 7's
+# key specs: commands that read what they change (their reply carries the entries),
+# and those that only look at whether a key exists.
+KEY_ACCESS = {
+    "xreadgroup": READ | WRITE,
+    "xclaim": READ | WRITE,
+    "xautoclaim": READ | WRITE,
+    "q.pop": READ | WRITE,
+    "q.consume": READ | WRITE,
+    "xlen": 0,
+    "exists": 0,
+    "type": 0,
+    "watch": 0,
 }
 
 
@@ -211,6 +303,7 @@ CATEGORY_ORDER = (
     "@keyspace", "@read", "@write", "@set", "@sortedset", "@list", "@hash", "@string",
     "@bitmap", "@hyperloglog", "@geo", "@stream", "@pubsub", "@admin", "@fast", "@slow",
     "@blocking", "@dangerous", "@connection", "@transaction", "@scripting",
+    "@queue", "@schema", "@replication", "@sentinel",
 )
 
 
@@ -219,22 +312,25 @@ def info_reply(cmd: Command) -> list[Any]:
     categories are sets of simple strings (arrays under RESP2), in Redis's order."""
     first, last, step = cmd.keys
     flags = [f for f in SHOWN_FLAGS if f in cmd.flags]
+    shown = cmd.categories
+    if not _narad_only(cmd.name):  # as Redis shows it: its own categories only
+        shown = tuple(c for c in shown if c[1:] in catalogue.REDIS_CATEGORIES)
     categories = sorted(
-        cmd.categories,
+        shown,
         key=lambda c: CATEGORY_ORDER.index(c) if c in CATEGORY_ORDER else len(CATEGORY_ORDER),
     )
     return [
         cmd.name,
         cmd.arity,
-        _ordered_set(flags),
+        ordered_set(flags),
         first,
         last,
         step,
-        _ordered_set(categories),
-        _ListSet([]),  # tips
+        ordered_set(categories),
+        ListSet([]),  # tips
         _key_specs(cmd),
         # Redis answers an empty set when there are no subcommands, else an array.
-        [info_reply(sub) for sub in cmd.subcommands.values()] or _ListSet([]),
+        [info_reply(sub) for sub in cmd.subcommands.values()] or ListSet([]),
     ]
 
 
@@ -245,7 +341,7 @@ def help_reply(lines: Iterable[str]) -> list[Any]:
     return [SimpleString(line) for line in lines]
 
 
-class _ListSet(AbstractSet[Any]):
+class ListSet(AbstractSet[Any]):
     """A RESP3 set reply (an array under RESP2) that keeps its items' order and may
     hold unhashable items such as maps."""
 
@@ -262,22 +358,22 @@ class _ListSet(AbstractSet[Any]):
         return item in self.items
 
 
-def _ordered_set(names: Iterable[str]) -> Any:
+def ordered_set(names: Iterable[str]) -> Any:
     """A RESP3 set of simple strings, in the given order."""
     from narad.resp import SimpleString
 
-    return _ListSet([SimpleString(name) for name in names])
+    return ListSet([SimpleString(name) for name in names])
 
 
 def _key_specs(cmd: Command) -> Any:
     first, last, step = cmd.keys
     if first == 0:
-        return _ListSet([])
+        return ListSet([])
     access = "RW" if "write" in cmd.flags else "RO"
-    return _ListSet(
+    return ListSet(
         [
             {
-                "flags": _ordered_set([access]),
+                "flags": ordered_set([access]),
                 "begin_search": {"type": "index", "spec": {"index": first}},
                 "find_keys": {
                     "type": "range",

@@ -70,7 +70,10 @@ def _run_one(session: Session, argv: list[bytes]) -> Any:
     if cmd.subcommands:
         cmd = cmd.subcommands[argv[1].lower().decode("utf-8", "replace")]
     try:
-        return session.node.runner.call(session, cmd, argv)
+        runner = session.node.runner
+        if session.restricted:  # checked when queued; the user's rules may have changed
+            runner.permit(session, cmd, argv, at_exec=True)
+        return runner.call(session, cmd, argv)
     except CommandError as exc:
         stats = session.node.stats
         stats.error_replies += 1

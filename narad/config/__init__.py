@@ -88,6 +88,12 @@ class Config:
         self.path = path
         self._values: dict[str, object] = {s.name: s.default for s in SETTINGS}
         self._callbacks: dict[str, list[Callable[[object], None]]] = {}
+        # The `user <name> <rule> ...` lines, each its words after `user`: not a
+        # setting (CONFIG GET does not show them) but the users the node starts with
+        # (narad/acl/). `users_for_rewrite`, set by the node, gives the `user` lines
+        # CONFIG REWRITE writes (None: drop them, an ACL file holds the users).
+        self.user_lines: list[list[str]] = []
+        self.users_for_rewrite: Callable[[], list[str] | None] = lambda: []
 
     # -- loading ------------------------------------------------------------------------
 
@@ -139,6 +145,14 @@ class Config:
         if not args:
             return
         setting = lookup(args[0])
+        if setting is None and args[0].lower() == "user" and len(args) >= 2:
+            if any(words[0] == args[1] for words in self.user_lines):
+                raise where.error(
+                    f"Error in user declaration '{args[1]}': Duplicate user found. A user "
+                    "can only be defined once in config files"
+                )
+            self.user_lines.append(args[1:])
+            return
         if setting is None:
             if args[0].lower() == "include":
                 raise where.error("include is not supported: keep all settings in one file")
@@ -320,7 +334,7 @@ class Config:
             raise ConfigError("The server is running without a config file")
         try:
             old = read_lines(self.path)
-            replace_file(self.path, rewritten(old, self._values))
+            replace_file(self.path, rewritten(old, self._values, self.users_for_rewrite()))
         except OSError as exc:
             raise ConfigError(f"Rewriting config file: {exc.strerror or exc}") from None
 

@@ -22,14 +22,26 @@ from narad.config.lexer import split_args
 from narad.config.settings import SETTINGS, file_lines, lookup
 from narad.log.checkpoint import fsync_dir
 
+USER = "user"  # `user` lines: the users, not a setting (narad/acl/)
 # Marks where CONFIG REWRITE starts appending settings the file did not have.
 REWRITE_MARK = "# Settings below were added by CONFIG REWRITE"
 
 
-def rewritten(old: list[str], values: Mapping[str, object]) -> str:
+def rewritten(
+    old: list[str], values: Mapping[str, object], users: list[str] | None = None
+) -> str:
     """The new text of the file whose lines were `old`, holding `values` (the typed
-    values by main name)."""
+    values by main name) and the `user` lines `users` (None: none, and the old ones
+    dropped, as Redis does when an ACL file holds the users)."""
     lines, slots = _index_lines(old)
+    free = slots.pop(USER, [])
+    for text in users or []:
+        if free:
+            lines[free.pop(0)] = text
+        else:
+            _append_marked(lines, text)
+    for index in free:
+        lines[index] = ""
     for setting in SETTINGS:
         free = slots.pop(setting.name, [])
         defaults = set(file_lines(setting, setting.default))
@@ -63,6 +75,8 @@ def _index_lines(old: list[str]) -> tuple[list[str], dict[str, list[int]]]:
         setting = lookup(args[0]) if args else None
         if setting is not None:
             slots.setdefault(setting.name, []).append(len(lines))
+        elif args and args[0].lower() == USER:
+            slots.setdefault(USER, []).append(len(lines))
         elif line and not line.startswith("#") and not _is_include(args):
             line = f"# ??? {line}"
         lines.append(line)

@@ -82,9 +82,27 @@ SETTINGS: tuple[Setting, ...] = (
         "requirepass",
         StringKind(),
         "",
-        "Password clients must give with AUTH or HELLO (empty: none).",
+        "The default user's password, which clients give with AUTH or HELLO (empty: the "
+        "default user needs none). Other users: `user` lines or aclfile (docs/security.md).",
         NETWORK,
         sensitive=True,
+    ),
+    Setting(
+        "aclfile",
+        StringKind(),
+        "",
+        "A file of ACL users (`user <name> <rule> ...` lines), read at start and by ACL "
+        "LOAD, written by ACL SAVE (empty: none; then `user` lines in this file may "
+        "declare users, but not both).",
+        NETWORK,
+        mutable=False,
+    ),
+    Setting(
+        "acllog-max-len",
+        IntKind(0, LLONG_MAX),
+        128,
+        "Most entries ACL LOG keeps (refused commands and keys, failed log-ins).",
+        NETWORK,
     ),
     Setting(
         "maxclients",
