@@ -8,11 +8,11 @@ only what `Session` and its `node` expose:
   barrier, replication, the statistics, the observers (slow log and MONITOR:
   narad/observers.py), the sessions, and shutdown. It does no socket I/O; the
   server (narad/server.py) runs its lifecycle and its connections
-  (narad/client.py).
+  (narad/connection.py).
 - `Session` is one connection's state: database, protocol, user, name, MULTI and
   WATCH, blocking, CLIENT REPLY, and the output buffer its replies are encoded into.
   The commit barrier hands that buffer to the session's `connection`, which owns the
-  socket (narad/client.py); a session never writes to a socket itself.
+  socket (narad/connection.py); a session never writes to a socket itself.
 
 The services below the node (barrier, queues, replication, key events) never import
 this module: each names the small interface it needs of the node (a reply sink, key
@@ -85,7 +85,7 @@ class Runner(Protocol):
 
 
 class Connection(Protocol):
-    """A session's connection, as the session and its handlers use it (narad/client.py)."""
+    """A session's connection, as the session and its handlers use it (narad/connection.py)."""
 
     addr: str
     laddr: str

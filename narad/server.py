@@ -2,7 +2,7 @@
 dispatcher (narad/dispatch.py), opens the keyspace, listens (narad/listen.py), runs
 the once-a-second upkeep and the statistics' sampling, applies the connection
 settings CONFIG SET changes, and stops on a signal or SHUTDOWN. Connections are
-narad/client.py's.
+narad/connection.py's.
 
 `Server.serve` runs on asyncio's runner with uvloop's loop where present
 (narad/serve.py), and anyio's APIs work inside it for work that wants task groups.
@@ -32,9 +32,9 @@ from typing import Any
 
 import narad.commands  # noqa: F401 - fills the command table
 from narad import metrics, tls
-from narad.client import Client
 from narad.config import Config
 from narad.config.kinds import BadValue
+from narad.connection import Client
 from narad.dispatch import Dispatcher
 from narad.listen import Listeners
 from narad.log.files import OPEN_FILES

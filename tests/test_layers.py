@@ -154,7 +154,7 @@ def test_no_handler_reaches_the_server_or_a_connection() -> None:
     graph = imports(modules())
     for name, targets in graph.items():
         if name.startswith("narad.commands") or name == "narad.info":
-            for target in targets & {"narad.server", "narad.client", "narad.dispatch"}:
+            for target in targets & {"narad.server", "narad.connection", "narad.dispatch"}:
                 found.append(f"{name} imports {target}")
     assert not found, "\n".join(found)
 

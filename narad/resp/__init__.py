@@ -1,7 +1,7 @@
 """RESP, the Redis protocol, sans I/O: request parsing and reply encoding.
 
 Bytes in, commands out (`RequestParser`); reply values in, bytes out (`encode`,
-`encode_into`). Nothing here touches a socket; narad/client.py does.
+`encode_into`). Nothing here touches a socket; narad/connection.py does.
 """
 
 from narad.resp.encoder import encode, encode_into, encode_request

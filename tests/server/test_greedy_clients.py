@@ -1,5 +1,5 @@
 """One client that asks for much and reads nothing holds neither the event loop nor the
-server's memory (issue 28, class 5; narad/client.py's module doc): its commands stop
+server's memory (issue 28, class 5; narad/connection.py's module doc): its commands stop
 while its output waits, and a long XRANGE is answered a part at a time.
 
 Each test prints the worst round trip of a bystander's PING meanwhile; no time is

@@ -22,10 +22,10 @@ import pytest
 import redis
 
 import narad.node
-from narad.client import Client
 from narad.commands import groups as group_commands
 from narad.commands.table import COMMANDS
 from narad.config import Config
+from narad.connection import Client
 from narad.dispatch import Dispatcher
 from narad.errors import CommandError
 from narad.keywatch import KeyWatch
