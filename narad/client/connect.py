@@ -27,7 +27,7 @@ import random
 import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any, TypeVar
+from typing import Any, TypeVar
 from urllib.parse import parse_qs, unquote, urlsplit
 
 import redis
@@ -35,12 +35,11 @@ from redis.backoff import NoBackoff
 from redis.retry import Retry
 from redis.sentinel import Sentinel
 
+from narad.client.consumer import Consumer, Handler
 from narad.client.errors import RetryTimeout, retryable_reply, translate
-
-if TYPE_CHECKING:
-    from narad.client.consumer import Consumer, Handler
-    from narad.client.producer import Producer
-    from narad.client.queue import Queue
+from narad.client.messages import text
+from narad.client.producer import Producer
+from narad.client.queue import Queue
 
 T = TypeVar("T")
 
@@ -210,24 +209,16 @@ class Client:
     # ---- conveniences ------------------------------------------------------------
 
     def queue(self, name: str) -> Queue:
-        from narad.client.queue import Queue
-
         return Queue(self, name)
 
     def list_queues(self, match: str | None = None) -> list[str]:
-        from narad.client.messages import text
-
         args = ["Q.LIST", *(("MATCH", match) if match else ())]
         return [text(name) for name in self.execute(*args)]
 
     def producer(self, queue: str) -> Producer:
-        from narad.client.producer import Producer
-
         return Producer(self.queue(queue))
 
     def consumer(self, queue: str, handler: Handler, **options: Any) -> Consumer:
-        from narad.client.consumer import Consumer
-
         return Consumer(self.queue(queue), handler, **options)
 
     def ping(self) -> bool:

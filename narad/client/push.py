@@ -27,7 +27,7 @@ from narad.client.errors import translate
 from narad.client.messages import Message, text
 
 if TYPE_CHECKING:
-    from narad.client.connect import Client
+    from narad.client.calls import Caller
 
 READ_SLICE_S = 0.05
 
@@ -44,7 +44,7 @@ class _Waiter:
 class PushStream:
     """Messages pushed by Q.CONSUME; iterate, or call `get(timeout_s)`."""
 
-    def __init__(self, client: Client, queue: str, prefetch: int,
+    def __init__(self, client: Caller, queue: str, prefetch: int,
                  visibility_ms: int | None) -> None:
         self.queue = queue
         self._lock = threading.Lock()

@@ -22,7 +22,7 @@ from narad.client.messages import (
 )
 
 if TYPE_CHECKING:
-    from narad.client.connect import Client
+    from narad.client.calls import Caller
     from narad.client.push import PushStream
 
 Payload = bytes | str
@@ -39,7 +39,7 @@ def _ms(value: float | int | None) -> int | None:
 class Queue:
     """A queue by name, on a client. Creating this object sends nothing."""
 
-    def __init__(self, client: Client, name: str) -> None:
+    def __init__(self, client: Caller, name: str) -> None:
         self.client = client
         self.name = name
 
