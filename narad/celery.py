@@ -39,7 +39,6 @@ Transport options (`broker_transport_options`): `visibility_timeout` (s, default
 from __future__ import annotations
 
 import contextlib
-import threading
 import time
 import uuid
 from datetime import UTC, datetime
@@ -50,15 +49,14 @@ import redis
 from kombu.transport import TRANSPORT_ALIASES, virtual
 from kombu.utils.json import dumps, loads
 
-from narad.client import Client, NaradError, SettingsConflict, StaleReceipt, connect
+from narad.client import NaradError, SettingsConflict, StaleReceipt, connect
+from narad.client.leases import Leases
 from narad.client.messages import text
 
 FANOUT_PREFIX = "_kombu.fanout."
 BINDING_PREFIX = "_kombu.binding."
 FANOUT_MAXLEN = 10_000
 BINDINGS_CACHE_S = 1.0
-# A delivery is touched once less than this share of its visibility is left.
-RENEW_WHEN_LEFT = 1 / 3
 
 
 def delay_ms_of(message: dict[str, Any], now: datetime | None = None) -> int:
@@ -75,64 +73,6 @@ def delay_ms_of(message: dict[str, Any], now: datetime | None = None) -> int:
         due = due.replace(tzinfo=UTC)
     now = now or datetime.now(UTC)
     return max(0, int((due - now).total_seconds() * 1000))
-
-
-class Leases:
-    """Unacked deliveries of one transport, touched before their deadlines by one
-    thread. Thread-safe: the worker's thread adds and removes, the renewer reads."""
-
-    def __init__(self, client: Client) -> None:
-        self.client = client
-        self._lock = threading.Lock()
-        # receipt -> [queue, deadline (monotonic s), visibility ms]
-        self._held: dict[str, list[Any]] = {}
-        self._thread: threading.Thread | None = None
-        self._closed = threading.Event()
-        self.touched = 0
-        self.lost = 0
-
-    def hold(self, queue: str, receipt: str, visibility_ms: int) -> None:
-        with self._lock:
-            self._held[receipt] = [queue, time.monotonic() + visibility_ms / 1000,
-                                   visibility_ms]
-            if self._thread is None:
-                self._thread = threading.Thread(target=self._renew, daemon=True,
-                                                name="narad-kombu-leases")
-                self._thread.start()
-
-    def release(self, receipt: str) -> tuple[str, int] | None:
-        """Stop renewing; the delivery's (queue, visibility) if it was held."""
-        with self._lock:
-            held = self._held.pop(receipt, None)
-        return None if held is None else (held[0], held[2])
-
-    def queue_of(self, receipt: str) -> str | None:
-        with self._lock:
-            held = self._held.get(receipt)
-        return None if held is None else str(held[0])
-
-    def close(self) -> None:
-        self._closed.set()
-
-    def _renew(self) -> None:
-        while not self._closed.wait(0.1):
-            now = time.monotonic()
-            with self._lock:
-                due = [(r, h[0], h[2]) for r, h in self._held.items()
-                       if h[1] - now <= h[2] / 1000 * RENEW_WHEN_LEFT]
-            for receipt, queue, visibility_ms in due:
-                try:
-                    self.client.execute("Q.TOUCH", queue, receipt, visibility_ms)
-                except StaleReceipt:
-                    self.release(receipt)
-                    self.lost += 1
-                    continue
-                except (redis.RedisError, OSError):
-                    continue
-                self.touched += 1
-                with self._lock:
-                    if receipt in self._held:
-                        self._held[receipt][1] = time.monotonic() + visibility_ms / 1000
 
 
 class QoS(virtual.QoS):
