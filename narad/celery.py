@@ -29,7 +29,8 @@ name, created on declare with the visibility asked for):
   stream per exchange (`_kombu.fanout.<exchange>`, capped near 10,000 entries); a
   bound queue reads it from the moment of binding (at most once: no acks).
 - bindings are kept in a stream per exchange (`_kombu.binding.<exchange>`) so that
-  a process can route to queues another process declared (control replies).
+  a process can route to queues another process declared (control replies); a
+  channel deleting a queue deletes the bindings it stored for it.
 
 Transport options (`broker_transport_options`): `visibility_timeout` (s, default
 30), `polling_interval` (s between polls of empty queues, default 0.05),
@@ -121,6 +122,8 @@ class Channel(virtual.Channel):
         self._known_queues: set[str] = set()
         self._fanout_reads: dict[str, list[str]] = {}  # queue -> [stream, last ID]
         self._bindings_cache: dict[str, tuple[float, list[tuple[str, str, str]]]] = {}
+        # queue -> (binding stream, entry ID) of the bindings this channel stored
+        self._stored_by_queue: dict[str, list[tuple[str, str]]] = {}
 
     @property
     def visibility_ms(self) -> int:
@@ -144,6 +147,9 @@ class Channel(virtual.Channel):
         return True
 
     def _delete(self, queue: str, *args: Any, **kwargs: Any) -> None:
+        for stream, entry_id in self._stored_by_queue.pop(queue, []):
+            self.client.execute("XDEL", stream, entry_id)
+        self._bindings_cache.clear()
         self._known_queues.discard(queue)
         self._buffers.pop(queue, None)
         self._fanout_reads.pop(queue, None)
@@ -195,8 +201,9 @@ class Channel(virtual.Channel):
         stream = BINDING_PREFIX + exchange
         entry = [routing_key or "", pattern or "", queue]
         if tuple(entry) not in self._stored_bindings(exchange, fresh=True):
-            self.client.execute("XADD", stream, "*", "routing_key", entry[0],
-                                "pattern", entry[1], "queue", entry[2])
+            entry_id = self.client.execute("XADD", stream, "*", "routing_key", entry[0],
+                                           "pattern", entry[1], "queue", entry[2])
+            self._stored_by_queue.setdefault(queue, []).append((stream, text(entry_id)))
             self._bindings_cache.pop(exchange, None)
 
     def get_table(self, exchange: str) -> list[Any]:
@@ -206,6 +213,15 @@ class Channel(virtual.Channel):
             return local
         stored = [b for b in self._stored_bindings(exchange) if b not in local]
         return local + stored
+
+    def _lookup(self, exchange: str, routing_key: str, default: Any = None) -> Any:
+        """As kombu's, but a miss reads the stored bindings again before it counts:
+        another process may have bound a queue since they were cached."""
+        found = super()._lookup(exchange, routing_key, default)
+        if not found and exchange in self._bindings_cache:
+            del self._bindings_cache[exchange]
+            found = super()._lookup(exchange, routing_key, default)
+        return found
 
     def _stored_bindings(self, exchange: str, fresh: bool = False) -> list[tuple[str, str, str]]:
         cached = self._bindings_cache.get(exchange)

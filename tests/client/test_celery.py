@@ -24,8 +24,13 @@ from tests.servers import ROOT, NaradProcess, wait_until
 
 pytest.importorskip("celery")
 
+from celery import Celery
+
+import narad.celery  # noqa: F401 - registers narad:// with kombu
+
 LONG = range(0, 10)
 DELAYED = range(10, 30)
+QUICK_FIRST = range(30, 60)
 TASKS = 500
 COUNTDOWN_S = 2.0
 
@@ -54,32 +59,36 @@ def celery_worker(narad: NaradProcess, name: str, log: Path) -> Iterator[subproc
                 proc.wait()
 
 
-def test_celery_workers_survive_a_kill(
-    narad: NaradProcess, tmp_path: Path, monkeypatch: pytest.MonkeyPatch,
-) -> None:
-    monkeypatch.setenv("NARAD_BROKER", f"narad://127.0.0.1:{narad.port}")
-    from tests.client.celery_app import app, job
+def sender(narad: NaradProcess) -> Celery:
+    """An app of this test's own that sends tasks by name to the workers' app
+    (tests/client/celery_app.py), on this test's server."""
+    return Celery("sender", broker=f"narad://127.0.0.1:{narad.port}", set_as_current=False)
 
-    app.conf.broker_url = f"narad://127.0.0.1:{narad.port}"
+
+def test_celery_workers_survive_a_kill(narad: NaradProcess, tmp_path: Path) -> None:
+    app = sender(narad)
     record = narad.client()
     with celery_worker(narad, "first", tmp_path / "first.log") as first:
+        for n in QUICK_FIRST:  # acked by the first worker before it dies
+            app.send_task("job", (n,))
+        wait_until(lambda: len(Runs.read(record).ends) == len(QUICK_FIRST), timeout=30)
         for n in LONG:
-            job.delay(n, 2.5)
+            app.send_task("job", (n, 2.5))
         sent_at = time.time()
         for n in DELAYED:
-            job.apply_async((n,), countdown=COUNTDOWN_S)
+            app.send_task("job", (n,), countdown=COUNTDOWN_S)
         # The server holds the countdown tasks: the worker has not received them.
         with connect(f"narad://127.0.0.1:{narad.port}") as client:
             assert client.queue("celery").stats().delayed >= len(DELAYED) - 2
-        wait_until(lambda: len(Runs.read(record).starts) >= 5, timeout=30)
+        wait_until(lambda: sum(bool(Runs.read(record).starts[n]) for n in LONG) >= 3,
+                   timeout=30)
         with celery_worker(narad, "second", tmp_path / "second.log") as second:
-            for n in range(30, TASKS):
-                job.delay(n)
             running = Runs.read(record)
-            assert any(first.pid in g and not running.ends[n]
-                       for n, g in running.starts.items())
-            os.killpg(first.pid, signal.SIGKILL)
+            assert any(not running.ends[n] for n in LONG if running.starts[n])
+            os.killpg(first.pid, signal.SIGKILL)  # mid-task, the second one starting
             first.wait()
+            for n in range(QUICK_FIRST.stop, TASKS):
+                app.send_task("job", (n,))
             wait_until(lambda: len(Runs.read(record).ends) == TASKS, timeout=60)
             time.sleep(1.5)  # anything run twice would show in this time
             assert second.poll() is None
@@ -92,3 +101,25 @@ def test_celery_workers_survive_a_kill(
     with connect(f"narad://127.0.0.1:{narad.port}") as client:
         stats = client.queue("celery").stats()
     assert (stats.visible, stats.in_flight, stats.delayed) == (0, 0, 0)
+
+
+def test_inspect_control_and_purge(narad: NaradProcess, tmp_path: Path) -> None:
+    """Broadcast (inspect ping, control) reaches a worker through the fanout stream
+    and its replies come back; purge empties a queue; reply bindings are cleaned."""
+    app = sender(narad)
+    for n in range(5):
+        app.send_task("job", (n,), queue="parked")
+    with app.connection_for_write() as conn:
+        assert conn.default_channel.queue_purge("parked") == 5
+    with connect(f"narad://127.0.0.1:{narad.port}") as client:
+        assert client.queue("parked").stats().visible == 0
+    with celery_worker(narad, "solo", tmp_path / "solo.log"):
+        inspect = app.control.inspect(timeout=5, limit=1)
+        replies = wait_until(lambda: inspect.ping(), timeout=30)
+        assert list(replies) == [next(iter(replies))] and next(iter(replies)).startswith("solo@")
+        assert next(iter(replies.values())) == {"ok": "pong"}
+        active = app.control.inspect(timeout=5, limit=1).active_queues()
+        assert [q["name"] for q in next(iter(active.values()))] == ["celery"]
+        assert app.control.ping(timeout=5, limit=1)
+    record = narad.client()
+    assert record.xlen("_kombu.binding.reply.celery.pidbox") == 0
