@@ -17,7 +17,9 @@ name, created on declare with the visibility asked for):
   each delivery's receipt is its delivery tag. While a message is unacked (waiting
   in the worker, or running with acks_late) a lease renewer Q.TOUCHes it before its
   deadline, so a task longer than the visibility timeout is not redelivered.
-- ack: Q.ACK. reject with requeue: Q.NACK (a failed receive: MAXRECEIVES and the
+- ack: Q.ACK, batched: the worker hands the receipt over and goes on, and one
+  thread sends every receipt waiting in one Q.ACK (narad/client/acks.py). reject
+  with requeue: Q.NACK (a failed receive: MAXRECEIVES and the
   DLQ apply). reject without requeue: Q.ACK (the message is dropped, as AMQP drops
   it without a dead-letter exchange).
 - a channel closing with unacked messages (warm shutdown) releases them with
@@ -51,6 +53,7 @@ from kombu.transport import TRANSPORT_ALIASES, virtual
 from kombu.utils.json import dumps, loads
 
 from narad.client import NaradError, SettingsConflict, StaleReceipt, connect
+from narad.client.acks import AckBatcher
 from narad.client.leases import Leases
 from narad.client.messages import text
 
@@ -279,15 +282,22 @@ class Channel(virtual.Channel):
 
     def settle(self, delivery_tag: str, how: str) -> None:
         """ack, nack (visible again, a failed receive) or release (visible again)
-        one delivery; a fanout copy or an unknown tag has nothing to settle."""
+        one delivery; a fanout copy or an unknown tag has nothing to settle. An ack
+        goes to the transport's AckBatcher and returns at once; its lease is renewed
+        until the ack is answered."""
+        if how == "ack":
+            queue_name = self.leases.queue_of(delivery_tag)
+            if queue_name is not None:
+                leases = self.leases
+                self.transport.acks.ack(queue_name, delivery_tag,
+                                        done=lambda error: leases.release(delivery_tag))
+            return
         held = self.leases.release(delivery_tag)
         if held is None:
             return
         queue, _ = held
         try:
-            if how == "ack":
-                self.client.execute("Q.ACK", queue, delivery_tag)
-            elif how == "nack":
+            if how == "nack":
                 self.client.execute("Q.NACK", queue, delivery_tag)
             else:
                 self.client.execute("Q.TOUCH", queue, delivery_tag, 0)
@@ -351,6 +361,7 @@ class Transport(virtual.Transport):
         retry = options.get("retry_s")
         self.narad = connect(self.url_of(client), retry_s=None if retry is None else retry)
         self.leases = Leases(self.narad)
+        self.acks = AckBatcher(self.narad)
 
     @staticmethod
     def url_of(conninfo: Any) -> str:
@@ -374,6 +385,7 @@ class Transport(virtual.Transport):
 
     def close_connection(self, connection: Any) -> None:
         super().close_connection(connection)
+        self.acks.close()
         self.leases.close()
         self.narad.close()
 

@@ -16,10 +16,12 @@ How Dramatiq's operations map onto Q.*:
 - consume: Q.POP COUNT (prefetch room) VISIBILITY v, blocking up to the worker's
   idle timeout; a lease renewer (narad/client/leases.py) touches every unacked
   delivery before its deadline, so long actors are not redelivered while running.
-- ack: Q.ACK. nack (a message that failed for good: Dramatiq's Retries middleware
-  has already re-enqueued those it retries, with their backoff as DELAY): the
-  message is pushed to `q.XQ` with `origin`-style fields in the payload's options,
-  keyed by its receipt so that a retried nack stores it once, then acked in `q`.
+- ack: Q.ACK, batched: the consumer thread hands the receipt over and goes on, and
+  one thread sends every receipt waiting in one Q.ACK (narad/client/acks.py).
+- nack (a message that failed for good: Dramatiq's Retries middleware has already
+  re-enqueued those it retries, with their backoff as DELAY): the message is pushed
+  to `q.XQ`, its options naming the queue it came from (`dead_from`), keyed by its
+  receipt so that a retried nack stores it once, then acked in `q`.
 - requeue (worker shutdown: prefetched messages not run): Q.TOUCH 0, visible again.
 - A worker killed with -9 releases nothing: its deliveries come back when their
   deadlines pass, and the DEDUP of each enqueue keeps retried enqueues single.
@@ -39,6 +41,7 @@ from dramatiq.errors import ConnectionClosed, QueueJoinTimeout
 from dramatiq.message import Message
 
 from narad.client import Client, NaradError, SettingsConflict, StaleReceipt, connect
+from narad.client.acks import AckBatcher
 from narad.client.leases import Leases
 
 DEAD_SUFFIX = ".XQ"
@@ -59,6 +62,7 @@ class NaradBroker(Broker):
         self.visibility_ms = visibility_ms
         self.queues: set[str] = set()
         self.leases = Leases(self.client)
+        self.acks = AckBatcher(self.client)
 
     @property
     def consumer_class(self) -> type[NaradConsumer]:
@@ -127,6 +131,7 @@ class NaradBroker(Broker):
             time.sleep(interval / 1000)
 
     def close(self) -> None:
+        self.acks.close()
         self.leases.close()
         self.client.close()
 
@@ -176,15 +181,15 @@ class NaradConsumer(Consumer):
         return receipt
 
     def ack(self, message: MessageProxy) -> None:
-        receipt = self._settled(message)
+        """Handed to the broker's AckBatcher (narad/client/acks.py): the consumer
+        thread goes on at once; the lease is renewed until the ack is answered."""
+        receipt: str | None = message.options.get(RECEIPT)
         if receipt is None:
             return
-        try:
-            self.queue.ack(receipt)
-        except StaleReceipt:
-            pass  # redelivered already: the other delivery settles it
-        except redis.ConnectionError as exc:
-            raise ConnectionClosed(exc) from None
+        self.outstanding.discard(receipt)
+        leases = self.broker.leases
+        self.broker.acks.ack(self.queue_name, receipt,
+                             done=lambda error: leases.release(receipt))
 
     def nack(self, message: MessageProxy) -> None:
         """Dead-letter: push to `<queue>.XQ` (keyed by the receipt), then ack."""
@@ -211,3 +216,4 @@ class NaradConsumer(Consumer):
 
     def close(self) -> None:
         self.requeue([])
+        self.broker.acks.flush(10)
