@@ -11,7 +11,8 @@ What a consumer does with each message (docs/clients.md, "Workers"):
   If a touch answers STALE the claim is lost (the deadline passed and the message
   was, or may be, handed to someone else): `job.lost` is set so that a handler that
   looks can stop, and the result is neither acked nor nacked (counted in `lost`).
-- The handler returning acks the message (Q.ACK); raising nacks it (Q.NACK) with a
+- The handler returning acks the message (Q.ACK, handed to a sender thread that
+  puts every ack waiting into one command: narad/client/acks.py); raising nacks it (Q.NACK) with a
   delay of `backoff_base_ms * 2**(receives-1)`, capped at `backoff_max_ms`, times a
   random factor in [0.5, 1) (jitter). The server dead-letters a message nacked for
   the MAXRECEIVES-th time (docs/queues.md): the consumer does not count receives.
@@ -40,6 +41,7 @@ from typing import Any
 
 import redis
 
+from narad.client.acks import AckBatcher
 from narad.client.errors import StaleReceipt
 from narad.client.messages import Message
 from narad.client.push import PushStream
@@ -119,6 +121,7 @@ class Consumer:
         self._stopped = threading.Event()
         self._threads: list[threading.Thread] = []
         self._stream: PushStream | None = None
+        self._acks = AckBatcher(queue.client)
 
     # ---- life ----------------------------------------------------------------------------
 
@@ -179,6 +182,8 @@ class Consumer:
         deadline = time.monotonic() + self.drain_timeout_s
         for thread in self._threads[2:]:
             thread.join(timeout=max(0.0, deadline - time.monotonic()))
+        self._acks.flush(max(1.0, deadline - time.monotonic()))
+        self._acks.close()
         self._stopped.set()
         self._threads[1].join(timeout=5)
         if self._stream is not None:
@@ -277,17 +282,22 @@ class Consumer:
             if not job.lost.is_set():
                 self._nack(job, exc)
             return
-        self._forget(job)
         if job.lost.is_set():
+            self._forget(job)
             return
-        try:
-            self.queue.ack(job.receipt)
+        # Handed over: the thread takes its next job while the ack is sent (with
+        # others waiting, in one Q.ACK); the lease is renewed until it is answered.
+        self._acks.ack(self.queue.name, job.receipt,
+                       done=lambda error: self._acked(job, error))
+
+    def _acked(self, job: Job, error: Exception | None) -> None:
+        self._forget(job)
+        if error is None:
             self._count("acked")
-        except StaleReceipt:
+        elif isinstance(error, StaleReceipt):
             self._count("lost")
-        except redis.RedisError as exc:
+        else:
             self._count("errors")
-            logger.warning("Q.ACK of %s failed: %s", job.id, exc)
 
     def _nack(self, job: Job, exc: Exception) -> None:
         delay = min(self.backoff_max_ms, self.backoff_base_ms * 2 ** (job.receives - 1))
