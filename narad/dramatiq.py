@@ -30,6 +30,7 @@ How Dramatiq's operations map onto Q.*:
 from __future__ import annotations
 
 import contextlib
+import threading
 import time
 import uuid
 from collections.abc import Iterable
@@ -149,12 +150,15 @@ class NaradConsumer(Consumer):
         self.timeout = timeout
         self.cache: list[Message[Any]] = []
         self.outstanding: set[str] = set()
+        self.room = threading.Event()  # set when a message leaves `outstanding`
 
     def __next__(self) -> MessageProxy | None:
         if not self.cache:
             room = self.prefetch - len(self.outstanding)
             if room <= 0:
-                time.sleep(0.01)
+                # Woken by the next ack or nack; None lets the worker's loop go round.
+                self.room.wait(0.1)
+                self.room.clear()
                 return None
             try:
                 got = self.queue.pop(room, visibility_ms=self.broker.visibility_ms,
@@ -177,6 +181,7 @@ class NaradConsumer(Consumer):
         if receipt is None:
             return None
         self.outstanding.discard(receipt)
+        self.room.set()
         self.broker.leases.release(receipt)
         return receipt
 
@@ -187,6 +192,7 @@ class NaradConsumer(Consumer):
         if receipt is None:
             return
         self.outstanding.discard(receipt)
+        self.room.set()
         leases = self.broker.leases
         self.broker.acks.ack(self.queue_name, receipt,
                              done=lambda error: leases.release(receipt))
