@@ -41,6 +41,15 @@ def job(n: int, seconds: float = 0.0) -> None:
     _note(n, "end")
 
 
+@app.task(name="flaky", bind=True, max_retries=3)
+def flaky(self, n: int) -> None:  # type: ignore[no-untyped-def]
+    """Fails its first run and asks to be retried in 1 s (a delayed push)."""
+    _note(n, "start")
+    if self.request.retries == 0:
+        raise self.retry(countdown=1.0)
+    _note(n, "end")
+
+
 @app.task(name="noop")
 def noop() -> None:
     """The benchmark's task: nothing."""

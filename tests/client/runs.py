@@ -14,6 +14,7 @@ class Runs:
     starts: dict[int, list[int]] = field(default_factory=lambda: defaultdict(list))
     ends: dict[int, list[int]] = field(default_factory=lambda: defaultdict(list))
     ended_at: dict[int, float] = field(default_factory=dict)
+    started_at: dict[int, list[float]] = field(default_factory=lambda: defaultdict(list))
 
     @classmethod
     def read(cls, client: redis.Redis) -> Runs:
@@ -22,6 +23,7 @@ class Runs:
             n, group = int(f[b"n"]), int(f[b"group"])
             if f[b"what"] == b"start":
                 runs.starts[n].append(group)
+                runs.started_at[n].append(float(f[b"at"]))
             else:
                 runs.ends[n].append(group)
                 runs.ended_at.setdefault(n, float(f[b"at"]))

@@ -103,10 +103,12 @@ def test_celery_workers_survive_a_kill(narad: NaradProcess, tmp_path: Path) -> N
     assert (stats.visible, stats.in_flight, stats.delayed) == (0, 0, 0)
 
 
-def test_inspect_control_and_purge(narad: NaradProcess, tmp_path: Path) -> None:
+def test_inspect_control_purge_and_retry(narad: NaradProcess, tmp_path: Path) -> None:
     """Broadcast (inspect ping, control) reaches a worker through the fanout stream
-    and its replies come back; purge empties a queue; reply bindings are cleaned."""
+    and its replies come back; purge empties a queue; reply bindings are cleaned; a
+    task's retry with a countdown runs again after it."""
     app = sender(narad)
+    record = narad.client()
     for n in range(5):
         app.send_task("job", (n,), queue="parked")
     with app.connection_for_write() as conn:
@@ -121,5 +123,10 @@ def test_inspect_control_and_purge(narad: NaradProcess, tmp_path: Path) -> None:
         active = app.control.inspect(timeout=5, limit=1).active_queues()
         assert [q["name"] for q in next(iter(active.values()))] == ["celery"]
         assert app.control.ping(timeout=5, limit=1)
-    record = narad.client()
+        # A task's retry with a countdown is a delayed push.
+        app.send_task("flaky", (9000,))
+        wait_until(lambda: Runs.read(record).ends[9000], timeout=30)
+        runs = Runs.read(record)
+        first, again = runs.started_at[9000]
+        assert again - first >= 1.0 - 0.05
     assert record.xlen("_kombu.binding.reply.celery.pidbox") == 0
