@@ -42,6 +42,7 @@ Transport options (`broker_transport_options`): `visibility_timeout` (s, default
 from __future__ import annotations
 
 import contextlib
+import re
 import time
 import uuid
 from datetime import UTC, datetime
@@ -377,6 +378,15 @@ class Transport(virtual.Transport):
         vhost = (conninfo.virtual_host or "/").strip("/")
         db = f"/{vhost}" if vhost.isdigit() else ""
         return f"narad://{auth}{host}:{conninfo.port or 6379}{db}"
+
+    def as_uri(self, uri: str, include_password: bool = False, mask: str = "**") -> str:
+        """The broker URL for logs and Celery's banner, its password masked.
+        (kombu's own parser reads `host:port` once and cannot take the host list
+        of a sentinel URL.)"""
+        url = self.url_of(self.client)
+        if include_password:
+            return url
+        return re.sub(r"(://[^:/@]*:)[^@/]*@", lambda m: f"{m.group(1)}{mask}@", url)
 
     def establish_connection(self) -> Transport:
         self.narad.execute("PING")

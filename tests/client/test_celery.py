@@ -130,3 +130,40 @@ def test_inspect_control_purge_and_retry(narad: NaradProcess, tmp_path: Path) ->
         first, again = runs.started_at[9000]
         assert again - first >= 1.0 - 0.05
     assert record.xlen("_kombu.binding.reply.celery.pidbox") == 0
+
+
+def test_celery_through_a_failover(tmp_path: Path) -> None:
+    """`narad+sentinel://` broker URLs: a worker and a sender ride through kill -9 of
+    the leader; every task sent is stored once and runs."""
+    from tests.sentinel.cluster import NAME, deployment
+
+    with deployment(tmp_path) as found:
+        urls = ",".join(f"{s.host}:{s.port}" for s in found.sentinels)
+        broker = f"narad+sentinel://{urls}/{NAME}"
+        app = Celery("sender", broker=broker, set_as_current=False)
+        leader = found.node_at(found.leader_address())
+        env = {**os.environ, "PYTHONPATH": str(ROOT), "NARAD_BROKER": broker}
+        env.pop("NARAD_RECORD", None)
+        with open(tmp_path / "worker.log", "ab") as out:
+            proc = subprocess.Popen(
+                [sys.executable, "-m", "celery", "-A", "tests.client.celery_app", "worker",
+                 "-P", "threads", "-c", "4", "--without-mingle", "--without-gossip",
+                 "-l", "warning"],
+                cwd=ROOT, env=env, stdout=out, stderr=out,
+                start_new_session=True,
+            )
+        try:
+            with connect(broker) as client:
+                for n in range(50):
+                    app.send_task("job", (n,))
+                wait_until(lambda: client.queue("celery").stats().acked >= 50, timeout=30)
+                leader.kill()
+                for n in range(50, 100):
+                    app.send_task("job", (n,))
+                wait_until(lambda: client.queue("celery").stats().acked >= 100, timeout=60)
+                stats = client.queue("celery").stats()
+            assert (stats.pushed, stats.visible, stats.in_flight) == (100, 0, 0)
+            assert proc.poll() is None
+        finally:
+            os.killpg(proc.pid, signal.SIGKILL)
+            proc.wait()

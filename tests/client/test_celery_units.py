@@ -47,3 +47,9 @@ def test_a_connection_without_url() -> None:
     conn = Connection(hostname="h", port=7001, transport="narad", virtual_host="2",
                       password="pw")
     assert Transport.url_of(conn) == "narad://:pw@h:7001/2"
+
+
+def test_urls_print_without_their_password() -> None:
+    conn = Connection("narad+sentinel://u:secret@s1:26379,s2:26379/mymaster")
+    assert conn.as_uri() == "narad+sentinel://u:**@s1:26379,s2:26379/mymaster"
+    assert "secret" in conn.as_uri(include_password=True)
