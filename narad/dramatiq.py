@@ -7,9 +7,9 @@
 
 How Dramatiq's operations map onto Q.*:
 
-- declare_queue(q): Q.CREATE `q.XQ` (its dead letters) and `q` with DLQ `q.XQ` and
-  the broker's visibility (default 30 s). A queue that exists with other settings
-  is used as it is.
+- declare_queue(q), at the queue's first enqueue or consume: Q.CREATE `q.XQ` (its
+  dead letters) and `q` with DLQ `q.XQ` and the broker's visibility (default 30 s).
+  A queue that exists with other settings is used as it is.
 - enqueue(message, delay): Q.PUSH with DELAY (the server holds a delayed message,
   so there are no `.DQ` delay queues and no worker holds one in memory) and a DEDUP
   key made per enqueue, retried across failover by the client: stored once.
@@ -62,6 +62,7 @@ class NaradBroker(Broker):
         self.client = client or connect(url)
         self.visibility_ms = visibility_ms
         self.queues: set[str] = set()
+        self._created: set[str] = set()  # queues this broker made sure exist
         self.leases = Leases(self.client)
         self.acks = AckBatcher(self.client)
 
@@ -70,29 +71,44 @@ class NaradBroker(Broker):
         return NaradConsumer
 
     def consume(self, queue_name: str, prefetch: int = 1, timeout: int = 30000) -> Consumer:
+        try:
+            self.ensure_queue(queue_name)
+        except redis.ConnectionError as exc:
+            raise ConnectionClosed(exc) from None
         return NaradConsumer(self, queue_name, prefetch, timeout)
 
     def declare_queue(self, queue_name: str) -> None:
+        """Note the queue; it is created on the server at its first enqueue or
+        consume (declaring happens when an actor is defined, at import, when no
+        server need be up)."""
         if queue_name in self.queues:
             return
         self.emit_before("declare_queue", queue_name)
+        self.queues.add(queue_name)
+        self.emit_after("declare_queue", queue_name)
+
+    def ensure_queue(self, queue_name: str) -> None:
+        """Q.CREATE `q.XQ` and `q` (DLQ `q.XQ`) once; a queue that exists with other
+        settings is used as it is."""
+        if queue_name in self._created:
+            return
+        self.declare_queue(queue_name)
         with contextlib.suppress(SettingsConflict):
             self.client.execute("Q.CREATE", queue_name + DEAD_SUFFIX)
         with contextlib.suppress(SettingsConflict):
             self.client.execute("Q.CREATE", queue_name, "VISIBILITY", self.visibility_ms,
                                 "DLQ", queue_name + DEAD_SUFFIX)
-        self.queues.add(queue_name)
-        self.emit_after("declare_queue", queue_name)
+        self._created.add(queue_name)
 
     def enqueue(self, message: Message[Any], *, delay: int | None = None) -> Message[Any]:
         queue_name = message.queue_name
-        self.declare_queue(queue_name)
         self.emit_before("enqueue", message, delay)
         args: list[Any] = ["Q.PUSH", queue_name]
         if delay:
             args += ["DELAY", int(delay)]
         args += ["DEDUP", f"dramatiq:{uuid.uuid4().hex}", message.encode()]
         try:
+            self.ensure_queue(queue_name)
             self.client.execute(*args)
         except redis.ConnectionError as exc:
             raise ConnectionClosed(exc) from None

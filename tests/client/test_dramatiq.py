@@ -100,3 +100,40 @@ def test_dramatiq_workers_survive_a_kill(
     assert (stats.visible, stats.in_flight, stats.delayed) == (0, 0, 0)
     broker.close()
     assert f'"args":[{FAILING}]'.encode() in dead.payload.replace(b" ", b"")
+
+
+def test_dramatiq_through_a_failover(tmp_path: Path) -> None:
+    """A NaradBroker on `narad+sentinel://`: a worker and a sender ride through
+    kill -9 of the leader; every message sent is stored once and runs."""
+    from tests.client.dramatiq_app import job
+    from tests.sentinel.cluster import NAME, deployment
+
+    with deployment(tmp_path) as found:
+        urls = ",".join(f"{s.host}:{s.port}" for s in found.sentinels)
+        url = f"narad+sentinel://{urls}/{NAME}"
+        broker = NaradBroker(url=url)
+        leader = found.node_at(found.leader_address())
+        env = {**os.environ, "PYTHONPATH": str(ROOT), "NARAD_BROKER": url}
+        env.pop("NARAD_RECORD", None)
+        with open(tmp_path / "worker.log", "ab") as out:
+            proc = subprocess.Popen(
+                [sys.executable, "-m", "dramatiq", "tests.client.dramatiq_app", "-p", "1",
+                 "-t", "4"],
+                cwd=ROOT, env=env, stdout=out, stderr=out, start_new_session=True,
+            )
+        try:
+            queue = broker.client.queue("default")
+            for n in range(50):
+                broker.enqueue(job.message(n))
+            wait_until(lambda: queue.stats().acked >= 50, timeout=30)
+            leader.kill()
+            for n in range(50, 100):
+                broker.enqueue(job.message(n))
+            wait_until(lambda: queue.stats().acked >= 100, timeout=60)
+            stats = queue.stats()
+            assert (stats.pushed, stats.visible, stats.in_flight) == (100, 0, 0)
+            assert proc.poll() is None
+        finally:
+            os.killpg(proc.pid, signal.SIGKILL)
+            proc.wait()
+            broker.close()
