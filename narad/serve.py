@@ -47,6 +47,11 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         help="run a sentinel instead, with FILE as its sentinel.conf (as narad sentinel FILE)",
     )
     parser.set_defaults(overrides=[])
+    parser.add_argument(
+        "--user", action=Override, dest="overrides", nargs="+", metavar="NAME RULE",
+        help="an ACL user, as a `user` line of the config file (docs/security.md); "
+        "repeat it for several users",
+    )
     groups: dict[str, argparse._ArgumentGroup] = {}
     for setting in SETTINGS:
         group = groups.get(setting.section)
