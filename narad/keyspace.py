@@ -646,6 +646,10 @@ class Keyspace:
         for keys in self.dbs:
             for stream in keys.values():
                 start = stream.data.retention_start()
+                queue = stream.queue
+                if start > stream.start and queue is not None:
+                    # A queue's retention by age deletes acked messages only.
+                    start = stream.data.retention_start(age_floor=queue.unacked_floor())
                 if start > stream.start:
                     stream.log_op(["trim", start])
                     self.journal.move_start(stream.data, start)

@@ -161,6 +161,7 @@ class Node:
             "segment-ms",
             "retention-ms",
             "retention-bytes",
+            "queue-retention",
             "stream-node-max-entries",
         ):
             config.on_change(name, self._apply_log_settings)

@@ -404,6 +404,15 @@ SETTINGS: tuple[Setting, ...] = (
         STORAGE,
     ),
     Setting(
+        "queue-retention",
+        IntKind(0, LLONG_MAX),
+        7 * 24 * 3600 * 1000,
+        "Keep a queue's acked messages this many milliseconds, then delete the sealed"
+        " segments that hold only acked messages this old; a queue's RETENTION overrides"
+        " it (0: keep forever). Messages not yet acked are never deleted by age.",
+        STORAGE,
+    ),
+    Setting(
         "checkpoint-bytes",
         MemoryKind(MB, LLONG_MAX),
         128 * MB,

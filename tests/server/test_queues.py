@@ -360,7 +360,7 @@ def test_dropping_a_source_ends_its_subscriptions(r: redis.Redis) -> None:
     r.execute_command("Q.CREATE", "drop-src")
     r.execute_command("Q.CREATE", "drop-sub")
     r.execute_command("Q.SUBSCRIBE", "drop-sub", "drop-src")
-    r.execute_command("Q.DROP", "drop-src")
+    r.execute_command("Q.DROP", "drop-src", "FORCE")  # refused without: docs/queues.md
     wait_until(lambda: stats(r, b"drop-sub")[b"subscriptions"] == 0)
 
 
