@@ -500,6 +500,7 @@ def test_get_renders_like_redis() -> None:
         "segment-ms": "604800000",
         "retention-ms": "0",
         "retention-bytes": "0",
+        "queue-retention": "604800000",
         "checkpoint-bytes": "134217728",
         "checkpoint-seconds": "60",
         "stream-node-max-entries": "100",
