@@ -218,8 +218,9 @@ class Server:
         status 1 (what is committed stays, as after kill -9). The deadline is the
         first signal's: a later one does not move it."""
         timeout = int(self.config["shutdown-timeout"])  # type: ignore[call-overload]
-        logger.log(NOTICE,
-            "event=stop_requested signal=%s deadline_s=%d", signal.Signals(signum).name, timeout
+        logger.log(
+            NOTICE, "event=stop_requested signal=%s deadline_s=%d", signal.Signals(signum).name,
+            timeout,
         )
         if not self._stop_deadline_armed:
             self._stop_deadline_armed = True
@@ -273,7 +274,6 @@ class Server:
             node.keyspace.close()
             faulthandler.cancel_dump_traceback_later()  # the stop finished in time
             logger.log(NOTICE, "event=stopped")
-
 
     def _listen_first(self) -> None:
         """Listen where the settings say, or raise ListenError naming the addresses

@@ -176,7 +176,8 @@ def psync(session: Session, args: list[bytes]) -> Any:
             f"+FULLCOPY {journal.history} {copy.position} {journal.epoch} "
             f"{copy.bytes_total}\r\n"
         )
-        logger.log(NOTICE,
+        logger.log(
+            NOTICE,
             "event=full_copy_begin replica=%s:%d its_position=%d position=%d logs=%d bytes=%d",
             ip, port, position, copy.position, len(copy.logs), copy.bytes_total,
         )

@@ -193,7 +193,8 @@ class Follower:
                 await self._handshake(link)
             self.state = "sync" if self.copy is not None else "connected"
             self.last_error = ""
-            logger.log(NOTICE,
+            logger.log(
+                NOTICE,
                 "event=replication_link_up leader=%s position=%d",
                 self.address, self.node.keyspace.journal.position,
             )
@@ -243,7 +244,8 @@ class Follower:
             if words[:1] == ["FULLCOPY"] and len(words) == 5:
                 history = words[1]
                 position, epoch, size = int(words[2]), _epoch(words[3]), int(words[4])
-                logger.log(NOTICE,
+                logger.log(
+                    NOTICE,
                     "event=full_copy_begin leader=%s position=%d bytes=%d own_position=%d",
                     self.address, position, size, journal.position,
                 )

@@ -93,7 +93,8 @@ class SentinelServer:
             if not plain:
                 self.sentinel.port = config.tls_port
         listener = anyio.streams.stapled.MultiListener(listeners)
-        logger.log(NOTICE,
+        logger.log(
+            NOTICE,
             "event=sentinel_ready port=%d id=%s config=%s", self.sentinel.port,
             self.sentinel.my_id, config.path,
         )
