@@ -311,7 +311,20 @@ CATEGORY_ORDER = (
 
 def info_reply(cmd: Command) -> list[Any]:
     """COMMAND INFO's array for one command, as Redis 7 shapes it: flags and
-    categories are sets of simple strings (arrays under RESP2), in Redis's order."""
+    categories are sets of simple strings (arrays under RESP2), in Redis's order.
+    Made once per command: the table does not change after import."""
+    made = _INFO_REPLIES.get(cmd.name)
+    if made is None:
+        made = _INFO_REPLIES[cmd.name] = _make_info_reply(cmd)
+    return made
+
+
+# COMMAND INFO and COMMAND DOCS replies by full command name, made at first use.
+_INFO_REPLIES: dict[str, list[Any]] = {}
+_DOCS_REPLIES: dict[str, dict[str, Any]] = {}
+
+
+def _make_info_reply(cmd: Command) -> list[Any]:
     first, last, step = cmd.keys
     flags = [f for f in SHOWN_FLAGS if f in cmd.flags]
     shown = cmd.categories
@@ -407,7 +420,15 @@ def _key_specs(cmd: Command) -> Any:
 
 def docs_reply(cmd: Command) -> dict[str, Any]:
     """COMMAND DOCS's map for one command, in Redis 7.0's field order; `arguments`
-    come from narad/commands/arguments.py (none for a container of subcommands)."""
+    come from narad/commands/arguments.py (none for a container of subcommands).
+    Made once per command, as `info_reply`."""
+    made = _DOCS_REPLIES.get(cmd.name)
+    if made is None:
+        made = _DOCS_REPLIES[cmd.name] = _make_docs_reply(cmd)
+    return made
+
+
+def _make_docs_reply(cmd: Command) -> dict[str, Any]:
     doc: dict[str, Any] = {
         "summary": cmd.summary,
         "since": cmd.since,

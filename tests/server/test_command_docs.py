@@ -332,6 +332,9 @@ def test_command_list_filterby_as_redis(
 # -- redis-cli's hints -------------------------------------------------------------------
 
 
+HINT_COLOUR = b"\x1b[0;90;49m"  # linenoise's grey, in which redis-cli draws a hint
+
+
 def _typed_with_hint(port: int, typed: str) -> str:
     """What redis-cli shows in a terminal once `typed` is typed at its prompt: the
     line and its grey hint, escape codes removed (the last redraw of the line)."""
@@ -345,10 +348,10 @@ def _typed_with_hint(port: int, typed: str) -> str:
     try:
         seen = _read_until(fd, seen, lambda s: s.endswith(b"> "))
         os.write(fd, typed.encode())
-        seen = _read_until(fd, seen, lambda s: typed.encode() in s and s.endswith(b"C"))
-        # The hint is drawn after the typed text; wait for the whole redraw.
-        time.sleep(0.3)
-        seen = _read_until(fd, seen, lambda s: True)
+        # The last redraw: the whole typed text, then the hint in grey, then the
+        # cursor put back after the text.
+        drawn = typed.encode() + HINT_COLOUR
+        seen = _read_until(fd, seen, lambda s: drawn in s and s.endswith(b"C"))
     finally:
         os.kill(pid, 9)
         os.waitpid(pid, 0)
