@@ -280,6 +280,14 @@ SETTINGS: tuple[Setting, ...] = (
         mutable=False,
     ),
     Setting(
+        "log-format",
+        EnumKind(("text", "json")),
+        "text",
+        "How each log line is written: text (key=value pairs, logfmt) or json (one JSON "
+        "object per line, for log shippers).",
+        SERVER,
+    ),
+    Setting(
         "daemonize",
         BoolKind(only=False, why="Narad does not daemonize"),
         False,
