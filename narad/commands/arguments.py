@@ -201,9 +201,9 @@ SPECS: dict[str, str] = {
     "q.create": (
         "queue:key VISIBILITY=ms:integer? MAXRECEIVES=count:integer? DLQ=dlq:key?"
         " DELAY=ms:integer? RETENTION=ms:integer? MAXBYTES=bytes:integer?"
-        " DEDUPWINDOW=ms:integer?"
+        " DEDUPWINDOW=ms:integer? NX?"
     ),
-    "q.drop": "queue:key",
+    "q.drop": "queue:key FORCE?",
     "q.config": (
         "queue:key operation(get{GET name:string?}"
         " | set{SET name_value{name:string value:string}...})"
@@ -220,6 +220,7 @@ SPECS: dict[str, str] = {
     "q.unsubscribe": "queue:key source:key",
     "q.seek": "queue:key position(EARLIEST | LATEST | id:string | TIME=ms:integer)",
     "q.redrive": "dlq:key TO=queue:key? COUNT=count:integer?",
+    "q.peek": "queue:key COUNT=count:integer?",
     "q.stats": "queue:key",
     # Schemas (docs/schemas.md).
     "q.schema|set": f"key:key schema-json:string COMPAT=mode{_MODES}? FIELD=field:string?",
