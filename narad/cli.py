@@ -151,7 +151,27 @@ def _run_check(args: argparse.Namespace) -> int:
     for problem in report.problems:
         print(problem_line(problem))
     print(summary_line(report))
+    if not args.repair:
+        _note_journal(root)
     return 0 if report.clean else 1
+
+
+def _note_journal(root: Path) -> None:
+    """Say on stderr how far data dir `root`'s journal runs past its checkpoint, and
+    who will write those records into the keys' logs."""
+    from narad.dump import is_data_dir, journal_summary, open_walk
+    from narad.log.lock import holder
+
+    if not is_data_dir(root):
+        return
+    summary = journal_summary(open_walk(root))
+    if summary is None:
+        return
+    if holder(root) is not None:
+        then = "the running server writes them behind the journal, and checkpoints"
+    else:
+        then = "the next start replays them (recovery), as narad dump shows them"
+    print(f"narad check: note: {summary}; {then}", file=sys.stderr)
 
 
 def _check_locks(folders: list[Path], repair: bool) -> list[int] | None:
@@ -321,64 +341,89 @@ def summary_line(report: CheckReport) -> str:
 def _add_dump(subparsers: Subparsers) -> None:
     parser = subparsers.add_parser(
         "dump",
-        help="print the records of one log, one line each",
+        help="print a data dir's entries and state ops decoded, or one log's records",
         description=(
-            "Print records as stored in the segment files, oldest first, each line "
+            "With a data dir: every key (or the one --key names), one heading line "
+            "'# db N key NAME (streams/UID)', then its entries 'ID field=value ...' "
+            "(values quoted when they hold a space, quote, = or control character; "
+            "bytes that are not UTF-8 as \\xNN; '(deleted)' after an entry XDEL "
+            "removed), then its state ops 'offset N: <what it did>' in words (queue "
+            "deliveries, acks, nacks, dead letters, group deliveries and acks, ...). "
+            "What the journal holds beyond a key's logs (committed, not yet "
+            "checkpointed into them) follows under its own heading; a note on stderr "
+            "says when a running server holds the data dir. A progress bar is drawn "
+            "on stderr when it is a terminal. "
+            "With one log folder: its records as stored in the segment files, each line "
             "'offset: .. position: .. segment: .. epoch: .. timestamp: .. id: .. "
             "flags: .. size: .. crc-ok'; a journal folder's lines add each commit's "
-            "changes. Stops with exit code 1 at the first record that fails its checks. "
-            "The logical start (start.checkpoint) is ignored. With --key, DIR is a data "
-            "dir and the folder of the stream at KEY is printed instead."
+            "changes; it stops with exit code 1 at the first record that fails its "
+            "checks, and the logical start (start.checkpoint) is ignored."
         ),
     )
     parser.add_argument(
-        "log_dir", type=Path, metavar="DIR", help="a log folder (a data dir with --key)"
+        "log_dir", type=Path, metavar="DIR", help="a data dir, or one log folder"
+    )
+    parser.add_argument(
+        "--key", metavar="KEY", help="with a data dir: only this key (of --db)"
+    )
+    parser.add_argument(
+        "--db", type=_natural, default=None, metavar="N",
+        help="with a data dir: only this database (default: 0 with --key, else all)",
     )
     parser.add_argument(
         "--from",
-        dest="from_offset",
-        type=_natural,
-        default=0,
-        metavar="OFFSET",
-        help="first offset to print (default 0)",
+        dest="start",
+        default=None,
+        metavar="FROM",
+        help="with a data dir: the first entry ID shown (ms-seq, or ms); with a log "
+        "folder: the first offset (default: the first)",
     )
     parser.add_argument(
-        "--count", type=_natural, default=None, metavar="N", help="print at most N records"
+        "--count", type=_natural, default=None, metavar="N",
+        help="at most N entries (and N state ops) per key; with a log folder, N records",
     )
     parser.add_argument(
         "--payload",
         action="store_true",
-        help="add the payload: field/value pairs for entries (flag 0x01), ops of a state "
-        "or metadata log as lists, a journal commit's records one per line, else bytes",
-    )
-    parser.add_argument(
-        "--key", metavar="KEY", help="print the folder of the stream at KEY of data dir DIR"
-    )
-    parser.add_argument(
-        "--db", type=_natural, default=0, metavar="N", help="the database of --key (default 0)"
+        help="with a log folder: add the payload: field/value pairs for entries (flag "
+        "0x01), ops of a state or metadata log as lists, a journal commit's records one "
+        "per line, else bytes",
     )
     parser.set_defaults(run=_run_dump)
 
 
 def _run_dump(args: argparse.Namespace) -> int:
-    from narad.log.check import SegmentFile, list_segments
+    from narad.dump import is_data_dir
 
     folder: Path = args.log_dir
+    if is_data_dir(folder):
+        return _dump_data_dir(folder, args)
     if args.key is not None:
-        return _dump_key(folder, os.fsencode(args.key), args.db)
+        return _usage_error("dump", f"{folder} is not a data dir (no meta or journal folder)")
+    return _dump_log(folder, args)
+
+
+def _dump_log(folder: Path, args: argparse.Namespace) -> int:
+    """One log folder's records as stored (see the subcommand's description)."""
+    from narad.log.check import SegmentFile, list_segments
+
+    try:
+        from_offset = _natural(args.start) if args.start is not None else 0
+    except argparse.ArgumentTypeError as exc:
+        return _usage_error("dump", f"--from: {exc} (an offset, for a log folder)")
     segments = list_segments(folder) if folder.is_dir() else []
     if not segments:
-        return _usage_error("dump", f"{folder} is not a log folder (no segment files)")
+        return _usage_error("dump", f"{folder} is not a data dir or a log folder")
     show = _record_shower(folder, args.payload)
     bases = [base for base, _ in segments]
-    first = max(bisect.bisect_right(bases, args.from_offset) - 1, 0)
+    first = max(bisect.bisect_right(bases, from_offset) - 1, 0)
     left: int | None = args.count
     for _, path in segments[first:]:
         if left == 0:
             break
         try:
             with SegmentFile(path) as f:
-                left = _dump_segment(f, args.from_offset, left, show)
+                left = _dump_segment(f, from_offset, left, show)
                 bad = f.bad
                 if bad is not None and path == segments[-1][1] and zero_tail(f.fd, bad.position):
                     bad = None  # space reserved ahead of writes: the records end here
@@ -391,26 +436,53 @@ def _run_dump(args: argparse.Namespace) -> int:
     return 0
 
 
-def _dump_key(root: Path, key: bytes, db: int) -> int:
-    """Print the folder of the stream at `key` of data dir `root`, as its metadata
-    says after recovery: the metadata log replayed read-only, then the journal's
-    metadata records past its end."""
-    from narad.check_journal import metadata_records, walk_journal
-    from narad.log.journal import JOURNAL_FOLDER
-    from narad.metalog import DATABASES_ANY, MetaState
-    from narad.schema.keyspace import StreamSchemas
+def _dump_data_dir(root: Path, args: argparse.Namespace) -> int:
+    """Every key of data dir `root` (or --key's), decoded (narad/dump.py)."""
+    from narad.check_journal import journal_scan_bytes
+    from narad.dump import Request, dump_bytes, dump_key, journal_summary, keys, open_walk
+    from narad.dump import parse_id as parse_entry_id
+    from narad.logs import quote
 
-    if not ((root / "meta").is_dir() or (root / JOURNAL_FOLDER).is_dir()):
-        return _usage_error("dump", f"{root} is not a data dir (no meta or journal folder)")
-    walk = walk_journal(root)
-    state = MetaState(StreamSchemas(), DATABASES_ANY)
-    state.replay(metadata_records(root, walk))
-    for uid, named in state.names.items():
-        if named == (db, key):
-            print(root / "streams" / str(uid))
-            return 0
-    print(f"narad dump: no key {key!r} in db {db} of {root}", file=sys.stderr)
-    return 1
+    try:
+        from_id = parse_entry_id(args.start) if args.start is not None else 0
+    except ValueError as exc:
+        return _usage_error("dump", f"--from: {exc}")
+    key = os.fsencode(args.key) if args.key is not None else None
+    db = args.db if args.db is not None or key is None else 0
+    request = Request(root, key, db, from_id, args.count)
+    _note_in_use("dump", root)
+    with Progress(journal_scan_bytes(root), label="reading the journal") as bar:
+        walk = open_walk(root, bar.advance)
+    summary = journal_summary(walk)
+    chosen = [
+        k for k in keys(root, walk)
+        if (db is None or k.db == db) and (key is None or k.name == key)
+    ]
+    if key is not None and not chosen:
+        print(f"narad dump: no key {quote(key)} in db {db} of {root}", file=sys.stderr)
+        return 1
+    if summary is not None:
+        print(f"narad dump: note: {summary}; shown under their own headings", file=sys.stderr)
+    write = sys.stdout.write
+    with Progress(dump_bytes(root, chosen), label="dumping") as bar:
+        for k in chosen:
+            for line in dump_key(root, walk, k, request, bar.advance):
+                write(line + "\n")
+    return 0
+
+
+def _note_in_use(command: str, root: Path) -> None:
+    """Say on stderr when a server holds data dir `root`: the files lag what it holds."""
+    from narad.log.lock import holder
+
+    pid = holder(root)
+    if pid is not None:
+        print(
+            f"narad {command}: note: {root} is in use by process {pid}: a running server "
+            "holds state not yet in these files (commits it has not written, and what "
+            "the journal holds past each log, shown where read)",
+            file=sys.stderr,
+        )
 
 
 # Renders one record as its dump line(s), without the trailing newline.

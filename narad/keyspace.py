@@ -85,6 +85,7 @@ from narad.log.journal import (
 from narad.log.lock import FolderBusy, lock_folder
 from narad.log.log import wall_clock_ms
 from narad.log.recovery import Replay
+from narad.logs import NOTICE
 from narad.machines import stream_machines
 from narad.metalog import MetaState
 from narad.schema.keyspace import StreamSchemas
@@ -149,6 +150,9 @@ class Keyspace:
         # The metadata log's state machine: names, next uid, schemas (narad/metalog.py).
         self.meta_state = MetaState(self.schemas, len(self.dbs))
         self.loaded_s = 0.0
+        # What the last open's recovery replayed: journal commits, records the logs
+        # took, and the journal position it started from.
+        self.replayed = (0, 0, 0)
         self.last_commit_s = int(time.time())
 
     # -- opening ------------------------------------------------------------------------
@@ -174,7 +178,14 @@ class Keyspace:
             self._release()
             raise
         self.loaded_s = time.monotonic() - start
-        logger.info("opened %d streams in %.3f s", sum(len(db) for db in self.dbs), self.loaded_s)
+        commits, records, since = self.replayed
+        logger.log(
+            NOTICE,
+            "event=recovered streams=%d unavailable=%d commits_replayed=%d "
+            "records_replayed=%d from_position=%d position=%d seconds=%.3f",
+            sum(len(db) for db in self.dbs), len(self.unavailable), commits, records, since,
+            self.journal.position, self.loaded_s,
+        )
 
     def reopen(self, truncate_to: int | None = None) -> None:
         """Close and open again: with `truncate_to`, on the history cut back to its
@@ -226,6 +237,7 @@ class Keyspace:
         streams = {key: log for key, log in journal.logs.items() if key != log_key(0, KIND_META)}
         refused: dict[int, str] = {}  # log key -> why it cannot take the journal's records
         replay.run(streams, "stream logs", refused)
+        self.replayed = (replay.commits, replay.records, at.position)
         for key, log in journal.logs.items():
             if not key or key in refused:
                 continue
@@ -646,6 +658,10 @@ class Keyspace:
         for keys in self.dbs:
             for stream in keys.values():
                 start = stream.data.retention_start()
+                queue = stream.queue
+                if start > stream.start and queue is not None:
+                    # A queue's retention by age deletes acked messages only.
+                    start = stream.data.retention_start(age_floor=queue.unacked_floor())
                 if start > stream.start:
                     stream.log_op(["trim", start])
                     self.journal.move_start(stream.data, start)

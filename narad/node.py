@@ -161,6 +161,7 @@ class Node:
             "segment-ms",
             "retention-ms",
             "retention-bytes",
+            "queue-retention",
             "stream-node-max-entries",
         ):
             config.on_change(name, self._apply_log_settings)
@@ -415,13 +416,15 @@ class Session:
         """This connection's CLIENT LIST line (no newline); `current` names the command
         the caller is running."""
         now = time.time()
+        conn = self.connection
         flags = "N"
-        if self.blocked is not None:
+        if conn.replica_link is not None:
+            flags = "S"  # a replica's link, as Redis shows it to its leader
+        elif self.blocked is not None:
             flags = "b"
         elif self.multi is not None:
             flags = "x"
         cmd = current or self.last_command or "NULL"
-        conn = self.connection
         multi = len(self.multi) if self.multi is not None else -1
         return (
             f"id={self.id} addr={conn.addr} laddr={conn.laddr} fd=-1 name={self.name} "

@@ -47,6 +47,11 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         help="run a sentinel instead, with FILE as its sentinel.conf (as narad sentinel FILE)",
     )
     parser.set_defaults(overrides=[])
+    parser.add_argument(
+        "--user", action=Override, dest="overrides", nargs="+", metavar="NAME RULE",
+        help="an ACL user, as a `user` line of the config file (docs/security.md); "
+        "repeat it for several users",
+    )
     groups: dict[str, argparse._ArgumentGroup] = {}
     for setting in SETTINGS:
         group = groups.get(setting.section)
@@ -120,18 +125,22 @@ OPEN_FILES_MAX = 1 << 20
 
 
 def setup_logging(config: Config) -> None:
-    """Structured, quiet by default: `notice` shows warnings and the ready line.
-    The level follows CONFIG SET loglevel; the file (`logfile`) is fixed at start."""
-    log_to(str(config["logfile"]))
+    """One line per event (narad/logs.py), at `notice` by default: the start-up
+    lines, routine events and warnings. The level and the format follow CONFIG SET
+    loglevel and log-format; the file (`logfile`) is fixed at start."""
+    logfile = str(config["logfile"])
+    log_to(logfile, str(config["log-format"]))
     set_log_level(config["loglevel"])
     config.on_change("loglevel", set_log_level)
+    config.on_change("log-format", lambda value: set_log_format(logfile, value))
+
+
+def set_log_format(logfile: str, name: object) -> None:
+    log_to(logfile, str(name))
 
 
 def set_log_level(name: object) -> None:
-    level = log_level(name)
-    logging.getLogger("narad").setLevel(level)
-    # The server's own lifecycle lines (ready, stopped) are shown at `notice` too.
-    logging.getLogger("narad.server").setLevel(min(level, logging.INFO))
+    logging.getLogger("narad").setLevel(log_level(name))
 
 
 def run(args: argparse.Namespace) -> int:
@@ -148,7 +157,7 @@ def run(args: argparse.Namespace) -> int:
     from narad.config import Config, ConfigError
     from narad.keyspace import DataDirBusy
     from narad.log.files import OPEN_FILES, process_limit
-    from narad.server import Server
+    from narad.server import ListenError, Server
 
     path = args.config_flag or args.config_file
     try:
@@ -175,10 +184,12 @@ def run(args: argparse.Namespace) -> int:
     try:
         with asyncio.Runner(loop_factory=loop_factory()) as runner:
             runner.run(server.serve(ready=lambda port: pidfile.write()))
-    except DataDirBusy as exc:
+    except (DataDirBusy, ListenError) as exc:
+        logging.getLogger("narad.server").warning("event=start_failed reason=%s", str(exc))
         print(f"narad: {exc}", file=sys.stderr)
         return 1
     except OSError as exc:
+        logging.getLogger("narad.server").warning("event=start_failed reason=%s", str(exc))
         print(f"narad: {exc}", file=sys.stderr)
         return 1
     finally:
@@ -202,7 +213,9 @@ class PidFile:
             with open(self.path, "w") as f:
                 f.write(f"{os.getpid()}\n")
         except OSError as exc:  # as Redis: a warning, the server runs on
-            logging.getLogger("narad.server").warning("cannot write pidfile: %s", exc)
+            logging.getLogger("narad.server").warning(
+                "event=pidfile_not_written path=%s reason=%s", self.path, exc
+            )
             return
         self.written = True
 
@@ -228,10 +241,12 @@ def raise_open_files_limit() -> None:
         resource.setrlimit(resource.RLIMIT_NOFILE, (hard, hard))
     except (OSError, ValueError) as exc:
         logging.getLogger("narad.server").warning(
-            "open files limit stays at %d: %s", soft, exc
+            "event=open_files_limit limit=%d reason=%s: not raised", soft, exc
         )
         return
-    logging.getLogger("narad.server").info("open files limit raised from %d to %d", soft, hard)
+    logging.getLogger("narad.server").info(
+        "event=open_files_limit limit=%d was=%d: raised", hard, soft
+    )
 
 
 def fit_maxclients(config: Config, clients_max: int) -> bool:

@@ -23,21 +23,26 @@ from __future__ import annotations
 import asyncio
 import faulthandler
 import logging
+import os
+import platform
+import shutil
 import signal
 import ssl
 import sys
 import time
 from collections.abc import Callable
+from pathlib import Path
 from typing import Any
 
 import narad.commands  # noqa: F401 - fills the command table
-from narad import metrics, tls
+from narad import __version__, metrics, tls
 from narad.config import Config
 from narad.config.kinds import BadValue
 from narad.connection import Client
 from narad.dispatch import Dispatcher
 from narad.listen import Listeners
 from narad.log.files import OPEN_FILES
+from narad.logs import NOTICE
 from narad.node import Node
 
 logger = logging.getLogger("narad.server")
@@ -141,8 +146,8 @@ class Server:
         node.tls_port = self.tls_listeners.port if tls_port else 0
         plain = bool(port or not tls_port)
         node.tcp_port = self.listeners.port if plain else node.tls_port
-        logger.info(
-            "listening on %s port %d tls-port %d", " ".join(addresses),
+        logger.log(
+            NOTICE, "event=listening bind=%s port=%d tls_port=%d", " ".join(addresses),
             self.listeners.port if plain else 0, node.tls_port,
         )
 
@@ -213,8 +218,9 @@ class Server:
         status 1 (what is committed stays, as after kill -9). The deadline is the
         first signal's: a later one does not move it."""
         timeout = int(self.config["shutdown-timeout"])  # type: ignore[call-overload]
-        logger.warning(
-            "event=stop_requested signal=%s deadline_s=%d", signal.Signals(signum).name, timeout
+        logger.log(
+            NOTICE, "event=stop_requested signal=%s deadline_s=%d", signal.Signals(signum).name,
+            timeout,
         )
         if not self._stop_deadline_armed:
             self._stop_deadline_armed = True
@@ -227,12 +233,19 @@ class Server:
         self.loop = asyncio.get_running_loop()
         node = self.node
         node.shutdown_requested = asyncio.Event()
-        node.keyspace.open()
+        self._log_start()
+        created = _first_missing(node.keyspace.root)
+        try:
+            node.keyspace.open()
+            self._listen_first()
+        except BaseException:
+            node.keyspace.close()
+            if created is not None:  # a failed start leaves no data dir of its own
+                shutil.rmtree(created, ignore_errors=True)
+            raise
         if node.keyspace.leads:
             node.queues.opened()
-        self.listeners = Listeners(self.loop, self.new_client)
-        self.tls_listeners = Listeners(self.loop, self.new_client, self._server_context)
-        self._listen_now()
+        assert self.listeners is not None and self.tls_listeners is not None
         await self.listeners.started()
         await self.tls_listeners.started()
         port = node.tcp_port
@@ -240,7 +253,8 @@ class Server:
         self._cron_handle = self.loop.call_later(CRON_INTERVAL_S, self._cron)
         self._sample_handle = self.loop.call_later(metrics.SAMPLE_INTERVAL_S, self._sample)
         node.replication.start()
-        logger.info("ready to accept connections on port %d", port)
+        self._log_role()
+        logger.log(NOTICE, "event=ready port=%d: ready to accept connections", port)
         if ready is not None:
             ready(port)
         try:
@@ -259,7 +273,66 @@ class Server:
                 session.close()
             node.keyspace.close()
             faulthandler.cancel_dump_traceback_later()  # the stop finished in time
-            logger.info("stopped")
+            logger.log(NOTICE, "event=stopped")
+
+    def _listen_first(self) -> None:
+        """Listen where the settings say, or raise ListenError naming the addresses
+        and port that could not be bound."""
+        assert self.loop is not None
+        self.listeners = Listeners(self.loop, self.new_client)
+        self.tls_listeners = Listeners(self.loop, self.new_client, self._server_context)
+        try:
+            self._listen_now()
+        except OSError as exc:
+            self.listeners.close()
+            self.tls_listeners.close()
+            raise ListenError(
+                f"cannot listen on {self.config['bind']} port {self.config['port']}"
+                f" tls-port {self.config['tls-port']}: {exc.strerror or exc}"
+            ) from exc
+
+    def _log_start(self) -> None:
+        """The start-up lines: what runs, on which data, with which durability."""
+        config, keyspace = self.config, self.node.keyspace
+        logger.log(
+            NOTICE, "event=starting version=%s pid=%d python=%s", __version__,
+            os.getpid(), platform.python_version(),
+        )
+        logger.log(NOTICE, "event=data_dir path=%s", keyspace.root.resolve())
+        logger.log(
+            NOTICE, "event=fsync policy=%s acked_writes_are=%s", keyspace.policy.value,
+            "durable" if keyspace.policy.value == "always" else "appended",
+        )
+        if config.path is not None:
+            logger.log(NOTICE, "event=config file=%s", config.path)
+
+    def _log_role(self) -> None:
+        replication, journal = self.node.replication, self.node.keyspace.journal
+        follower = replication.follower
+        if follower is None:
+            logger.log(
+                NOTICE, "event=role role=leader epoch=%d position=%d replicas_needed=%d",
+                journal.epoch, journal.position, replication.leader.quorum,
+            )
+        else:
+            logger.log(
+                NOTICE, "event=role role=replica leader=%s:%d epoch=%d position=%d",
+                follower.host, follower.port, journal.epoch, journal.position,
+            )
+
+
+class ListenError(OSError):
+    """The server could not listen where its settings say: the message names them."""
+
+
+def _first_missing(path: Path) -> Path | None:
+    """The outermost folder of `path` that does not exist yet (None: it exists)."""
+    path = path.absolute()
+    if path.exists():
+        return None
+    while not path.parent.exists():
+        path = path.parent
+    return path
 
 
 def _log_stream() -> Any:

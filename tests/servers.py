@@ -65,6 +65,9 @@ class ServerProcess:
     # CPUs every server process runs on (None: wherever the OS puts it). Benchmarks set
     # it to keep the server off the cores of their load generator.
     cpus: set[int] | None = None
+    # redis-py arguments every `client()` gets unless the call gives its own (a
+    # password, when the server has one).
+    client_defaults: dict[str, object] = {}
 
     def __init__(
         self,
@@ -134,7 +137,9 @@ class ServerProcess:
             return ""
 
     def client(self, **kwargs: object) -> redis.Redis:
-        return redis.Redis(host=self.host, port=self.port, **kwargs)  # type: ignore[arg-type]
+        return redis.Redis(  # type: ignore[arg-type]
+            host=self.host, port=self.port, **{**self.client_defaults, **kwargs}
+        )
 
     def kill(self) -> None:
         """kill -9: no chance to flush or clean up anything."""

@@ -483,6 +483,7 @@ def test_get_renders_like_redis() -> None:
         "dir": "./narad-data",
         "loglevel": "notice",
         "logfile": "",
+        "log-format": "text",
         "daemonize": "no",
         "pidfile": "",
         "enable-debug-command": "no",
@@ -500,6 +501,7 @@ def test_get_renders_like_redis() -> None:
         "segment-ms": "604800000",
         "retention-ms": "0",
         "retention-bytes": "0",
+        "queue-retention": "604800000",
         "checkpoint-bytes": "134217728",
         "checkpoint-seconds": "60",
         "stream-node-max-entries": "100",
@@ -939,7 +941,8 @@ def test_a_value_that_cannot_be_applied_undoes_the_whole_set() -> None:
 
 # Mutable settings the server reads afresh each time it uses them, or that have no
 # effect to apply (docs/settings.md); every other mutable setting must be applied by
-# a callback when CONFIG SET changes it. loglevel is applied by narad/serve.py.
+# a callback when CONFIG SET changes it. loglevel and log-format are applied by
+# narad/serve.py.
 READ_WHERE_USED = {
     "protected-mode", "timeout", "tcp-keepalive", "shutdown-timeout",
     "slowlog-max-len", "latency-tracking-info-percentiles",
@@ -956,7 +959,7 @@ def test_every_mutable_setting_is_applied_at_runtime_or_read_where_used() -> Non
 
     config = Config()
     Server(config)
-    applied = set(config._callbacks) | {"loglevel"}
+    applied = set(config._callbacks) | {"loglevel", "log-format"}
     mutable = {s.name for s in SETTINGS if s.mutable}
     assert applied <= mutable
     assert mutable - applied == READ_WHERE_USED

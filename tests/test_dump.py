@@ -1,6 +1,7 @@
-"""`narad dump` on the folders of a data dir made by a real Keyspace: the journal's
-commits with their changes, state and metadata ops decoded, and `--key`, through the
-real command line."""
+"""`narad dump` on a data dir made by a real Keyspace (each key's entries, and what
+only the journal holds, with --key, --db, --from, --count) and on its log folders
+(the journal's commits with their changes, state and metadata ops decoded), through
+the real command line. tests/server/test_dump_live.py dumps a running server's."""
 
 from __future__ import annotations
 
@@ -19,11 +20,16 @@ from tests.journaled import crash, open_store
 RECORD = re.compile(r"^offset: (\d+) position: \d+ segment: \d{20}\.log .* crc-ok ?(.*)$")
 
 
-
-
 def narad_dump(*args: object) -> subprocess.CompletedProcess[str]:
     return subprocess.run(
         [sys.executable, "-m", "narad", "dump", *map(str, args)],
+        capture_output=True, text=True, timeout=60,
+    )
+
+
+def narad_check(*args: object) -> subprocess.CompletedProcess[str]:
+    return subprocess.run(
+        [sys.executable, "-m", "narad", "check", *map(str, args)],
         capture_output=True, text=True, timeout=60,
     )
 
@@ -107,24 +113,53 @@ def test_dump_payload_of_state_and_metadata_logs_decodes_their_ops(tmp_path: Pat
     assert tails(run.stdout) == ["fields: b'n'=b'1'"]
 
 
-def test_dump_key_prints_the_streams_folder(tmp_path: Path) -> None:
+JOURNAL_HEADING = "# entries committed in the journal, not yet in data/"
+
+
+def test_dump_of_a_data_dir_reads_the_journal_past_each_log(tmp_path: Path) -> None:
+    """What a crash leaves in the journal alone is shown under its own headings, as
+    recovery would replay it; --key, --db and --from pick, --count bounds."""
     store = open_store(tmp_path)
-    store.create_stream(0, b"a")
-    store.create_stream(3, b"b")
+    store.create_stream(0, b"a").add(1, [b"n", b"1"])
+    store.create_stream(3, b"b").add(7, [b"k", b"two words"])
     store.close()
     store = open_store(tmp_path)
-    store.create_stream(0, b"late")  # after the checkpoint: only the journal holds it
+    late = store.create_stream(0, b"late")  # after the checkpoint: the journal alone
+    late.add(5, [b"n", b"5"])
+    late.log_op(["trim", 0])
+    store.get(0, b"a").add(2, [b"n", b"2"])
     store.journal.commit()
     crash(store)
-    assert "late" not in narad_dump(tmp_path / "meta", "--payload").stdout
-    run = narad_dump(tmp_path, "--key", "a")
-    assert (run.returncode, run.stdout) == (0, f"{tmp_path / 'streams' / '1'}\n")
+    run = narad_dump(tmp_path)
+    assert run.returncode == 0, run.stderr
+    assert run.stdout.splitlines() == [
+        "# db 0 key a (streams/1)",
+        "0-1 n=1",
+        JOURNAL_HEADING + " (a running server's write-behind, or what recovery replays):",
+        "0-2 n=2",
+        "# db 0 key late (streams/3)",
+        JOURNAL_HEADING + " (a running server's write-behind, or what recovery replays):",
+        "0-5 n=5",
+        "# state ops committed in the journal, not yet in state/:",
+        "  offset 0: trimmed: entries before offset 0 removed",
+        "# db 3 key b (streams/2)",
+        '0-7 k="two words"',
+    ]
+    assert "the journal holds" in run.stderr and "in use" not in run.stderr
     run = narad_dump(tmp_path, "--key", "b", "--db", 3)
-    assert (run.returncode, run.stdout) == (0, f"{tmp_path / 'streams' / '2'}\n")
-    run = narad_dump(tmp_path, "--key", "late")
-    assert (run.returncode, run.stdout) == (0, f"{tmp_path / 'streams' / '3'}\n")
+    assert run.stdout.splitlines() == ["# db 3 key b (streams/2)", '0-7 k="two words"']
+    run = narad_dump(tmp_path, "--key", "a", "--from", "0-2")
+    assert [line for line in run.stdout.splitlines() if not line.startswith("#")] == ["0-2 n=2"]
+    run = narad_dump(tmp_path, "--key", "a", "--count", 1)
+    assert [line for line in run.stdout.splitlines() if not line.startswith("#")] == ["0-1 n=1"]
     run = narad_dump(tmp_path, "--key", "b")
-    assert run.returncode == 1 and run.stdout == ""
-    assert run.stderr == f"narad dump: no key b'b' in db 0 of {tmp_path}\n"
+    assert (run.returncode, run.stdout) == (1, "")
+    assert run.stderr.endswith(f"narad dump: no key b in db 0 of {tmp_path}\n")
+    for bad in (["--from", "x"], ["--from", "1-"], ["--count", "-1"]):
+        assert narad_dump(tmp_path, *bad).returncode == 2, bad
     run = narad_dump(tmp_path / "streams", "--key", "a")
     assert run.returncode == 2 and "is not a data dir" in run.stderr
+    run = narad_dump(tmp_path / "streams" / "1" / "data", "--from", "x")
+    assert run.returncode == 2 and "an offset, for a log folder" in run.stderr
+    run = narad_check(tmp_path)
+    assert "the next start replays them" in run.stderr

@@ -67,6 +67,11 @@ class Certificates:
             "ssl_keyfile": self.key(client),
         }
 
+    def cli_flags(self, client: str = "client") -> list[str]:
+        """redis-cli's flags for a TLS client presenting `client`."""
+        return ["--tls", "--cacert", self.ca, "--cert", self.cert(client),
+                "--key", self.key(client)]
+
     def context(self, client: str | None = "client") -> ssl.SSLContext:
         """A client context trusting the CA, presenting `client` (None: nothing)."""
         context = ssl.create_default_context(cafile=self.ca)
@@ -111,6 +116,7 @@ class TLSClients:
     port: int
     proc: subprocess.Popen[bytes] | None
     log: Callable[[], str]
+    client_defaults: dict[str, object]
 
     def _answers(self) -> bool:
         assert self.proc is not None
@@ -125,7 +131,8 @@ class TLSClients:
 
     def client(self, **kwargs: object) -> redis.Redis:
         return redis.Redis(
-            host=self.host, port=self.port, **{**self.certs.client_kwargs(), **kwargs}
+            host=self.host, port=self.port,
+            **{**self.certs.client_kwargs(), **self.client_defaults, **kwargs},
         )  # type: ignore[arg-type]
 
 

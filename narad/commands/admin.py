@@ -7,10 +7,11 @@ import time
 from typing import TYPE_CHECKING, Any
 
 from narad import glob, info
-from narad.acl.user import READ, WRITE
+from narad.commands import arguments
 from narad.commands.args import parse_int
 from narad.commands.table import (
     COMMANDS,
+    KEY_FLAGS,
     Command,
     all_commands,
     command,
@@ -98,14 +99,14 @@ def _config_error(exc: ConfigError) -> CommandError:
     return CommandError(str(exc))
 
 
-@command("get", -3, "admin noscript loading stale", group="server", parent="config")
+@command("get", -3, "admin noscript loading stale", group="server", parent="config", since="2.0.0")
 def config_get(session: Session, args: list[bytes]) -> Any:
     """Returns the effective values of configuration parameters."""
     pairs = session.node.config.get([a.decode(errors="replace") for a in args[2:]])
     return {name: value for name, value in pairs}
 
 
-@command("set", -4, "admin noscript loading stale", group="server", parent="config")
+@command("set", -4, "admin noscript loading stale", group="server", parent="config", since="2.0.0")
 def config_set(session: Session, args: list[bytes]) -> Any:
     """Sets configuration parameters in-flight."""
     if len(args) % 2:
@@ -121,7 +122,9 @@ def config_set(session: Session, args: list[bytes]) -> Any:
     return OK
 
 
-@command("resetstat", 2, "admin noscript loading stale", group="server", parent="config")
+@command(
+    "resetstat", 2, "admin noscript loading stale", group="server", parent="config", since="2.0.0",
+)
 def config_resetstat(session: Session, args: list[bytes]) -> Any:
     """Resets the server's statistics."""
     session.node.stats.reset()
@@ -131,7 +134,9 @@ def config_resetstat(session: Session, args: list[bytes]) -> Any:
     return OK
 
 
-@command("rewrite", 2, "admin noscript loading stale", group="server", parent="config")
+@command(
+    "rewrite", 2, "admin noscript loading stale", group="server", parent="config", since="2.8.0",
+)
 def config_rewrite(session: Session, args: list[bytes]) -> Any:
     """Persists the effective configuration to file."""
     try:
@@ -141,7 +146,7 @@ def config_rewrite(session: Session, args: list[bytes]) -> Any:
     return OK
 
 
-@command("help", 2, "loading stale", group="server", parent="config")
+@command("help", 2, "loading stale", group="server", parent="config", since="5.0.0")
 def config_help(session: Session, args: list[bytes]) -> Any:
     """Returns helpful text about the different subcommands."""
     return help_reply([
@@ -252,9 +257,7 @@ def command_getkeys(session: Session, args: list[bytes]) -> Any:
     cmd = _getkeys_command(argv)
     keys = [argv[i] for i, _ in cmd.keys_of(argv) if i is not None]
     if not keys:
-        if "movablekeys" in cmd.flags or cmd.find_keys is not None:
-            raise CommandError("Invalid arguments specified for command")
-        raise CommandError("The command has no key arguments")
+        raise CommandError("Invalid arguments specified for command")
     return keys
 
 
@@ -266,36 +269,44 @@ def command_getkeysandflags(session: Session, args: list[bytes]) -> Any:
     """Extracts the key names and access flags for an arbitrary command."""
     argv = args[2:]
     cmd = _getkeys_command(argv)
-    found = [(argv[i], access) for i, access in cmd.keys_of(argv) if i is not None]
+    found = [(i, access) for i, access in cmd.keys_of(argv) if i is not None]
     if not found:
-        if "movablekeys" in cmd.flags or cmd.find_keys is not None:
-            raise CommandError("Invalid arguments specified for command")
-        raise CommandError("The command has no key arguments")
-    return [[key, ordered_set(KEY_FLAGS[access])] for key, access in found]
+        raise CommandError("Invalid arguments specified for command")
+    listed = arguments.KEY_SPEC_MAPS.get(cmd.name)
+    if listed is None:
+        return [[argv[i], ordered_set(KEY_FLAGS[access])] for i, access in found]
+    return [[argv[i], ordered_set(_spec_for(listed, i)["flags"])] for i, _ in found]
 
 
-# GETKEYSANDFLAGS's flags for each access, in Redis's key-spec words.
-KEY_FLAGS = {
-    0: ["RO"],
-    READ: ["RO", "access"],
-    WRITE: ["RW", "update"],
-    READ | WRITE: ["RW", "access", "update"],
-}
+def _spec_for(specs: list[dict[str, Any]], position: int) -> dict[str, Any]:
+    """The key spec that finds the key at argv `position`: the one that begins at
+    it, else the last (a keyword spec, or a range over the remaining arguments)."""
+    for spec in specs:
+        if spec["begin_search"]["spec"].get("index") == position:
+            return spec
+    return specs[-1]
 
 
 def _getkeys_command(argv: list[bytes]) -> Command:
+    """The command whose keys COMMAND GETKEYS(ANDFLAGS) is asked for, or Redis's error."""
     cmd = COMMANDS.get(argv[0].lower())
     if cmd is not None and cmd.subcommands:  # XGROUP CREATE, Q.SCHEMA SET, ...
         sub = argv[1].lower().decode("utf-8", "replace") if len(argv) > 1 else ""
         cmd = cmd.subcommands.get(sub)
     if cmd is None:
         raise CommandError("Invalid command specified")
+    # Redis's order: a command without keys is refused before its arity is checked.
+    if cmd.keys[0] == 0 and cmd.find_keys is None:
+        raise CommandError("The command has no key arguments")
     if not cmd.check_arity(len(argv)):
         raise CommandError("Invalid number of arguments specified for command")
     return cmd
 
 
-@command("help", 2, "loading stale", group="server", parent="command", categories="@connection")
+@command(
+    "help", 2, "loading stale", group="server", parent="command", categories="@connection",
+    since="5.0.0",
+)
 def command_help(session: Session, args: list[bytes]) -> Any:
     """Returns helpful text about the different subcommands."""
     return help_reply([
@@ -343,7 +354,7 @@ def function_list(session: Session, args: list[bytes]) -> Any:
 container("slowlog", "server", "A container for slow log commands.", "2.2.12")
 
 
-@command("get", -2, "admin loading stale", group="server", parent="slowlog")
+@command("get", -2, "admin loading stale", group="server", parent="slowlog", since="2.2.12")
 def slowlog_get(session: Session, args: list[bytes]) -> Any:
     """Returns the slow log's entries."""
     count = 10
@@ -364,20 +375,20 @@ def slowlog_get(session: Session, args: list[bytes]) -> Any:
     ]
 
 
-@command("len", 2, "admin loading stale", group="server", parent="slowlog")
+@command("len", 2, "admin loading stale", group="server", parent="slowlog", since="2.2.12")
 def slowlog_len(session: Session, args: list[bytes]) -> Any:
     """Returns the number of entries in the slow log."""
     return len(session.node.observers.slowlog)
 
 
-@command("reset", 2, "admin loading stale", group="server", parent="slowlog")
+@command("reset", 2, "admin loading stale", group="server", parent="slowlog", since="2.2.12")
 def slowlog_reset(session: Session, args: list[bytes]) -> Any:
     """Clears all entries from the slow log."""
     session.node.observers.slowlog.clear()
     return OK
 
 
-@command("help", 2, "loading stale", group="server", parent="slowlog")
+@command("help", 2, "loading stale", group="server", parent="slowlog", since="6.2.0")
 def slowlog_help(session: Session, args: list[bytes]) -> Any:
     """Show helpful text about the different subcommands."""
     return help_reply([

@@ -107,14 +107,14 @@ def client_id(session: Session, args: list[bytes]) -> Any:
     return session.id
 
 
-@command("setname", 3, "noscript loading stale", group="connection", parent="client")
+@command("setname", 3, "noscript loading stale", group="connection", parent="client", since="2.6.9")
 def client_setname(session: Session, args: list[bytes]) -> Any:
     """Sets the connection name."""
     session.name = validate_name(args[2]).decode()
     return OK
 
 
-@command("getname", 2, "noscript loading stale", group="connection", parent="client")
+@command("getname", 2, "noscript loading stale", group="connection", parent="client", since="2.6.9")
 def client_getname(session: Session, args: list[bytes]) -> Any:
     """Returns the name of the connection."""
     return session.name.encode() if session.name else None
@@ -168,7 +168,9 @@ def client_info(session: Session, args: list[bytes]) -> Any:
     return Verbatim(client_line(session, "client|info") + "\n")
 
 
-@command("kill", -3, "admin noscript loading stale", group="connection", parent="client")
+@command(
+    "kill", -3, "admin noscript loading stale", group="connection", parent="client", since="2.4.0",
+)
 def client_kill(session: Session, args: list[bytes]) -> Any:
     """Terminates open connections."""
     node = session.node
@@ -267,7 +269,7 @@ def client_no_touch(session: Session, args: list[bytes]) -> Any:
     return OK
 
 
-@command("help", 2, "loading stale", group="connection", parent="client")
+@command("help", 2, "loading stale", group="connection", parent="client", since="5.0.0")
 def client_help(session: Session, args: list[bytes]) -> Any:
     """Returns helpful text about the different subcommands."""
     return help_reply([

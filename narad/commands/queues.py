@@ -29,7 +29,7 @@ from narad.queues.queue import (
     Settings,
     new_secret,
 )
-from narad.queues.replies import messages_reply, settings_reply
+from narad.queues.replies import message, messages_reply, settings_reply
 from narad.resp import NULL_ARRAY, SimpleString
 from narad.streams import ids
 from narad.streams.ids import pack_id
@@ -122,11 +122,17 @@ def _parse_settings(session: Session, key: bytes, base: Settings, pairs: list[by
     since="1.0.0",
 )
 def q_create(session: Session, args: list[bytes]) -> Any:
+    """With NX (last): 1 if the queue was made, 0 if a queue of that name exists,
+    whatever its settings, which stay as they are."""
     key = args[1]
     keyspace = session.node.keyspace
-    settings = _parse_settings(session, key, Settings(), args[2:])
+    ensure = len(args) % 2 == 1 and args[-1].lower() == b"nx"
+    options = args[2:-1] if ensure else args[2:]
+    settings = _parse_settings(session, key, Settings(), options)
     stream = keyspace.get(session.db, key)
     if stream is not None and stream.queue is not None:
+        if ensure:
+            return 0
         differences = stream.queue.settings.differences(settings)
         if differences:
             have = stream.queue.settings
@@ -142,7 +148,7 @@ def q_create(session: Session, args: list[bytes]) -> Any:
     assert stream.queue is not None
     session.node.queues.apply_settings(stream.queue)
     session.node.written(session.db, key)
-    return OK
+    return 1 if ensure else OK
 
 
 def _show(value: Any) -> str:
@@ -153,14 +159,42 @@ def _text(raw: bytes) -> str:
     return raw.decode("utf-8", "replace")
 
 
-@command("q.drop", 2, "write", (1, 1, 1), "stream", summary="Deletes a queue and its messages.")
+@command("q.drop", -2, "write", (1, 1, 1), "stream", summary="Deletes a queue and its messages.")
 def q_drop(session: Session, args: list[bytes]) -> Any:
+    """Refused while another queue uses this one as its DLQ or copies from it (a
+    subscription), naming them, unless FORCE: then their dead letters are dropped
+    and counted, and their copying stops."""
+    if len(args) > 3 or (len(args) == 3 and args[2].lower() != b"force"):
+        raise syntax()
     keyspace = session.node.keyspace
     stream = keyspace.find(session.db, args[1])  # an unavailable queue too: dropping repairs it
     if stream is None or stream.queue is None:
         return 0
+    if len(args) == 2:
+        _refuse_if_used(session, stream)
     keyspace.delete(session.db, args[1])
     return 1
+
+
+def _refuse_if_used(session: Session, stream: Stream) -> None:
+    dead_letters, copies = [], []
+    for other in session.node.queues.queues():
+        if other.stream is stream or other.stream.db != stream.db:
+            continue
+        if other.settings.dlq == stream.key:
+            dead_letters.append(f"'{_text(other.stream.key)}'")
+        if any(sub.source == stream.uid for sub in other.subs.values()):
+            copies.append(f"'{_text(other.stream.key)}'")
+    uses = []
+    if dead_letters:
+        uses.append(f"the DLQ of {', '.join(sorted(dead_letters))}")
+    if copies:
+        uses.append(f"the source of {', '.join(sorted(copies))} (Q.SUBSCRIBE)")
+    if uses:
+        raise CommandError(
+            f"queue '{_text(stream.key)}' is {' and '.join(uses)}: change those first, "
+            "or Q.DROP it FORCE"
+        )
 
 
 @command(
@@ -559,6 +593,32 @@ def q_redrive(session: Session, args: list[bytes]) -> Any:
         if done < batch:
             break
     return moved
+
+
+@command(
+    "q.peek",
+    -2,
+    "readonly",
+    (1, 1, 1),
+    "stream",
+    summary="Shows the next visible messages without delivering them.",
+)
+def q_peek(session: Session, args: list[bytes]) -> Any:
+    """What Q.POP would deliver next (up to COUNT, default 1), as its message maps
+    without a receipt: nothing is delivered, counted or logged."""
+    service = session.node.queues
+    queue = service.require(session.db, args[1])
+    count = 1
+    for option, value in _options(args):
+        if option == b"count":
+            count = _ranged(value, "count")
+        else:
+            raise syntax()
+    return [
+        {name: value for name, value in message(rec, b"", receives).items()
+         if name != b"receipt"}
+        for rec, receives in service.peek(queue, count)
+    ]
 
 
 @command("q.stats", 2, "readonly", (1, 1, 1), "stream", summary="A queue's statistics.")

@@ -15,6 +15,7 @@ from narad.commands.table import command
 from narad.errors import CommandError, syntax
 from narad.keywatch import Block
 from narad.log.format import EPOCH_MAX
+from narad.logs import NOTICE
 from narad.replication.fullcopy import CopyOut
 from narad.replication.role import ACKS_KEY
 from narad.resp import SimpleString
@@ -175,7 +176,8 @@ def psync(session: Session, args: list[bytes]) -> Any:
             f"+FULLCOPY {journal.history} {copy.position} {journal.epoch} "
             f"{copy.bytes_total}\r\n"
         )
-        logger.warning(
+        logger.log(
+            NOTICE,
             "event=full_copy_begin replica=%s:%d its_position=%d position=%d logs=%d bytes=%d",
             ip, port, position, copy.position, len(copy.logs), copy.bytes_total,
         )

@@ -25,7 +25,7 @@ from narad.commands.args import parse_int
 from narad.commands.table import command, container, help_reply
 from narad.errors import CommandError, no_queue, syntax
 from narad.resp import SimpleString
-from narad.schema.errors import IncompatibleError
+from narad.schema.errors import IncompatibleError, PayloadError
 from narad.schema.keyspace import Unavailable
 from narad.schema.keyspace import key as uid_key
 from narad.schema.modes import Mode, parse_mode
@@ -80,16 +80,23 @@ def check_payloads(session: Session, stream: Stream, payloads: list[bytes]) -> N
       (it only tells XADD where the document is).
     - All or nothing: returns None when every payload is accepted (or the stream has
       no schema: one dict lookup), else raises the CommandError of the first refused
-      payload, `SCHEMA <path>: <reason> (version N)`, and the caller must append none
-      of the batch. Text that is not JSON is refused at path `$`.
+      payload, `SCHEMA <path>: <reason> (version N)`, in a batch of several
+      `(version N, payload I of COUNT)`, and the caller must append none of the
+      batch. Text that is not JSON is refused at path `$`.
     - Appends, logs and changes nothing; call it after the command's arguments are
       parsed and before the first append, on the event loop thread.
     """
     active = session.node.keyspace.validators.get(stream.uid)
     if active is not None:
         active = _usable(active, stream)
-        for payload in payloads:
-            active.check_payload(payload)
+        if len(payloads) == 1:
+            active.check_payload(payloads[0])
+            return
+        for index, payload in enumerate(payloads):
+            try:
+                active.check_payload(payload)
+            except PayloadError as refused:
+                raise refused.in_batch(index, len(payloads)) from None
 
 
 def _usable(active: Active | Unavailable, stream: Stream) -> Active | Unavailable:

@@ -1,7 +1,8 @@
 """The one command table: name, arity, flags, keys, docs -> handler.
 
 Every command Narad answers is registered here with `@command`; COMMAND, COMMAND
-COUNT / INFO / DOCS / LIST are generated from the table, so redis-cli's hints and
+COUNT / INFO / DOCS / LIST are generated from the table and from each command's
+arguments, key specs and tips (narad/commands/arguments.py), so redis-cli's hints and
 client-side key routing see exactly what the server does.
 
 Arity follows Redis: N means exactly N arguments counting the name, -N at least N.
@@ -19,6 +20,7 @@ from typing import TYPE_CHECKING, Any
 
 from narad.acl import catalogue
 from narad.acl.user import READ, WRITE
+from narad.commands import arguments
 from narad.metrics import Histogram
 
 if TYPE_CHECKING:
@@ -309,7 +311,20 @@ CATEGORY_ORDER = (
 
 def info_reply(cmd: Command) -> list[Any]:
     """COMMAND INFO's array for one command, as Redis 7 shapes it: flags and
-    categories are sets of simple strings (arrays under RESP2), in Redis's order."""
+    categories are sets of simple strings (arrays under RESP2), in Redis's order.
+    Made once per command: the table does not change after import."""
+    made = _INFO_REPLIES.get(cmd.name)
+    if made is None:
+        made = _INFO_REPLIES[cmd.name] = _make_info_reply(cmd)
+    return made
+
+
+# COMMAND INFO and COMMAND DOCS replies by full command name, made at first use.
+_INFO_REPLIES: dict[str, list[Any]] = {}
+_DOCS_REPLIES: dict[str, dict[str, Any]] = {}
+
+
+def _make_info_reply(cmd: Command) -> list[Any]:
     first, last, step = cmd.keys
     flags = [f for f in SHOWN_FLAGS if f in cmd.flags]
     shown = cmd.categories
@@ -327,7 +342,7 @@ def info_reply(cmd: Command) -> list[Any]:
         last,
         step,
         ordered_set(categories),
-        ListSet([]),  # tips
+        ordered_set(arguments.TIPS.get(cmd.name, ())),
         _key_specs(cmd),
         # Redis answers an empty set when there are no subcommands, else an array.
         [info_reply(sub) for sub in cmd.subcommands.values()] or ListSet([]),
@@ -365,15 +380,30 @@ def ordered_set(names: Iterable[str]) -> Any:
     return ListSet([SimpleString(name) for name in names])
 
 
+# A key spec's flags for each access, in Redis's words: the default spec of a
+# command that narad/commands/arguments.py does not list (COMMAND GETKEYSANDFLAGS
+# answers the same words).
+KEY_FLAGS = {
+    0: ("RO",),
+    READ: ("RO", "access"),
+    WRITE: ("RW", "update"),
+    READ | WRITE: ("RW", "access", "update"),
+}
+
+
 def _key_specs(cmd: Command) -> Any:
+    """COMMAND INFO's key specs: Redis 7.0's for its commands (arguments.KEY_SPECS),
+    else one spec from the table's key positions and access."""
+    listed = arguments.KEY_SPEC_MAPS.get(cmd.name)
+    if listed is not None:
+        return ListSet([{**spec, "flags": ordered_set(spec["flags"])} for spec in listed])
     first, last, step = cmd.keys
     if first == 0:
         return ListSet([])
-    access = "RW" if "write" in cmd.flags else "RO"
     return ListSet(
         [
             {
-                "flags": ordered_set([access]),
+                "flags": ordered_set(KEY_FLAGS[cmd.access]),
                 "begin_search": {"type": "index", "spec": {"index": first}},
                 "find_keys": {
                     "type": "range",
@@ -389,15 +419,42 @@ def _key_specs(cmd: Command) -> Any:
 
 
 def docs_reply(cmd: Command) -> dict[str, Any]:
+    """COMMAND DOCS's map for one command, in Redis 7.0's field order; `arguments`
+    come from narad/commands/arguments.py (none for a container of subcommands).
+    Made once per command, as `info_reply`."""
+    made = _DOCS_REPLIES.get(cmd.name)
+    if made is None:
+        made = _DOCS_REPLIES[cmd.name] = _make_docs_reply(cmd)
+    return made
+
+
+def _make_docs_reply(cmd: Command) -> dict[str, Any]:
     doc: dict[str, Any] = {
         "summary": cmd.summary,
         "since": cmd.since,
         "group": cmd.group,
         "complexity": cmd.complexity,
     }
+    if cmd.name in arguments.DOC_FLAGS:
+        doc["doc_flags"] = ordered_set(arguments.DOC_FLAGS[cmd.name])
+    if cmd.name in arguments.DEPRECATED:
+        doc["deprecated_since"], doc["replaced_by"] = arguments.DEPRECATED[cmd.name]
+    args = arguments.ARGUMENTS.get(cmd.name)
+    if args:
+        doc["arguments"] = [_argument_reply(arg) for arg in args]
     if cmd.subcommands:
         doc["subcommands"] = {sub.name: docs_reply(sub) for sub in cmd.subcommands.values()}
     return doc
+
+
+def _argument_reply(arg: dict[str, Any]) -> dict[str, Any]:
+    """One argument's map: its flags a set of simple strings, as Redis sends them."""
+    out = dict(arg)
+    if "flags" in out:
+        out["flags"] = ordered_set(out["flags"])
+    if "arguments" in out:
+        out["arguments"] = [_argument_reply(inner) for inner in out["arguments"]]
+    return out
 
 
 def all_commands() -> Iterable[Command]:

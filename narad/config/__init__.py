@@ -197,6 +197,9 @@ class Config:
         bare = flag[2:]
         line = " ".join([bare, *(bare_or_quoted(arg) for arg in args)])
         where = _Where(f"Reading the command line, at option {flag}", line)
+        if bare.lower() == "user":  # `--user NAME RULE...` is a `user` line, as in Redis
+            self._load_line(line, where, seen)
+            return
         setting = lookup(bare)
         if setting is None:
             raise where.error("Bad directive or wrong number of arguments")

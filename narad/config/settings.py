@@ -280,6 +280,14 @@ SETTINGS: tuple[Setting, ...] = (
         mutable=False,
     ),
     Setting(
+        "log-format",
+        EnumKind(("text", "json")),
+        "text",
+        "How each log line is written: text (key=value pairs, logfmt) or json (one JSON "
+        "object per line, for log shippers).",
+        SERVER,
+    ),
+    Setting(
         "daemonize",
         BoolKind(only=False, why="Narad does not daemonize"),
         False,
@@ -401,6 +409,15 @@ SETTINGS: tuple[Setting, ...] = (
         MemoryKind(0, LLONG_MAX),
         0,
         "Delete a log's oldest sealed segments beyond this total size (0: unlimited).",
+        STORAGE,
+    ),
+    Setting(
+        "queue-retention",
+        IntKind(0, LLONG_MAX),
+        7 * 24 * 3600 * 1000,
+        "Keep a queue's acked messages this many milliseconds, then delete the sealed"
+        " segments that hold only acked messages this old; a queue's RETENTION overrides"
+        " it (0: keep forever). Messages not yet acked are never deleted by age.",
         STORAGE,
     ),
     Setting(

@@ -32,6 +32,7 @@ from narad.log.checkpointer import write as write_checkpoint
 from narad.log.journal import HISTORY_FILE, JOURNAL_FOLDER, NEWEST_FILE, journal_config
 from narad.log.log import Log, LogConfig
 from narad.log.opening import EPOCHS_CHECKPOINT, START_CHECKPOINT
+from narad.logs import NOTICE
 
 logger = logging.getLogger("narad.log")
 
@@ -109,5 +110,5 @@ def finish(root: Path) -> bool:
         checkpoint.fsync_dir(root)
     shutil.rmtree(path)
     checkpoint.fsync_dir(root)
-    logger.warning("event=copy_installed path=%s", root)
+    logger.log(NOTICE, "event=copy_installed path=%s", root)
     return True

@@ -673,10 +673,12 @@ class Log:
 
     # -- retention ------------------------------------------------------------------
 
-    def retention_start(self, now_ms: int | None = None) -> int:
+    def retention_start(self, now_ms: int | None = None, age_floor: int | None = None) -> int:
         """The start that retention by age or total size asks for: past every sealed
         segment, oldest first, that is too old or beyond the size bound (never below
-        `start_offset`). A journaled log moves its start there through a commit."""
+        `start_offset`). With `age_floor`, age deletes only segments wholly below that
+        offset (a queue's first message not acked); size ignores it. A journaled log
+        moves its start there through a commit."""
         now = self.clock() if now_ms is None else now_ms
         config = self.config
         total = self.size_bytes
@@ -684,6 +686,7 @@ class Log:
         for seg in self.segments[:-1]:
             too_old = (
                 bool(config.retention_ms) and seg.last_timestamp_ms < now - config.retention_ms
+                and (age_floor is None or seg.next_offset <= age_floor)
             )
             too_big = bool(config.retention_bytes) and total - seg.size >= config.retention_bytes
             if not (too_old or too_big):

@@ -115,7 +115,7 @@ def log_refusal(
     """One line for `count` entries of `source` a schema kept out of `target`; the
     first one's ID there and its refusal."""
     logger.warning(
-        "schema refused %s: target=%r from=%r count=%d first_id=%s error=%r",
+        "event=schema_refused what=%s target=%s from=%s count=%d first_id=%s error=%s",
         what,
         target.key,
         source.key,

@@ -51,7 +51,8 @@ class DeadLetters(ServerAppends):
         if dlq is None:
             if queue.settings.dlq:
                 logger.warning(
-                    "queue %r: dead-letter queue %r is gone or unavailable, dropping %d messages",
+                    "event=dead_letters_dropped queue=%s dlq=%s count=%d: the dead-letter "
+                    "queue is gone or unavailable",
                     stream.key,
                     queue.settings.dlq,
                     len(offsets),

@@ -86,6 +86,18 @@ class Delivery:
             for rec in read_records(stream, offsets)
         ]
 
+    def peek(self, queue: Queue, count: int) -> list[tuple[Record, int]]:
+        """Up to `count` messages Q.POP would deliver next (visible now, as the timer
+        last left them), each as its record and receive count so far; nothing is
+        delivered and no op is logged."""
+        offsets, _ = queue.choose(count)
+        queue.unchoose(offsets)
+        tracked = queue.tracked
+        return [
+            (rec, receives_of(tracked[rec.offset]) if rec.offset in tracked else 0)
+            for rec in read_records(queue.stream, offsets)
+        ]
+
     def ack(self, queue: Queue, receipts: list[bytes]) -> int:
         """Q.ACK: all receipts or none. Receipts of messages no longer tracked
         (acked before, dead-lettered, trimmed) are not counted."""

@@ -10,6 +10,7 @@ makes the copy exactly-once across crashes.
 
 from __future__ import annotations
 
+import json
 from typing import TYPE_CHECKING
 
 from narad.errors import CommandError
@@ -34,6 +35,22 @@ if TYPE_CHECKING:
     from narad.streams.stream import Stream
 
 FORWARD_BATCH = 512  # records copied per subscription per loop iteration
+
+
+def as_message(fields: list[bytes]) -> list[bytes]:
+    """The fields of a copy: the source entry's when it has a `payload` (a queue's
+    message), else one `payload` holding the entry's fields as a JSON object of
+    strings (a plain stream's entry; bytes that are not UTF-8 read as U+FFFD, a
+    repeated name keeps its last value), so that every message a subscriber delivers
+    has a payload. It is the document a schema judges an XADD entry by."""
+    if b"payload" in fields[0::2]:
+        return fields
+    document = {
+        fields[i].decode("utf-8", "replace"): fields[i + 1].decode("utf-8", "replace")
+        for i in range(0, len(fields) - 1, 2)
+    }
+    return [b"payload", json.dumps(document, ensure_ascii=False,
+                                   separators=(",", ":")).encode()]
 
 
 class FanOut(ServerAppends):
@@ -87,7 +104,7 @@ class FanOut(ServerAppends):
                 refused: list[tuple[list[bytes], PayloadError]] = []
                 for rec in records:
                     if rec.offset not in source.deleted:
-                        fields = without(decode_fields(rec.payload), SOURCE_FIELDS)
+                        fields = as_message(without(decode_fields(rec.payload), SOURCE_FIELDS))
                         fields += [b"source", source.key, b"source_id", ids.fmt(record_id(rec))]
                         refusal = self.schema_refusal(stream, fields)
                         if refusal is None:

@@ -318,6 +318,11 @@ class Queue:
         self.tracked[offset] = pack(VISIBLE, t.receives, t.delivery, 0, t.first_ms)
         heapq.heappush(self.ready, offset)
 
+    def unacked_floor(self) -> int:
+        """The offset of the first message not acked (visible, in flight or delayed):
+        everything below it is acked or dead-lettered. O(messages tracked)."""
+        return min(min(self.tracked, default=self.cursor), self.cursor)
+
     def next_due(self) -> int | None:
         return self.timers[0] >> _OFFSET_BITS if self.timers else None
 

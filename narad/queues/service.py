@@ -97,12 +97,14 @@ class QueueService(Delivery, DeadLetters, FanOut, PushServing):
         self.tick()
 
     def apply_settings(self, queue: Queue) -> None:
-        """The settings that live in the data log's config (retention)."""
+        """The settings that live in the data log's config (retention). A queue's
+        retention by age is its own, else the server's `queue-retention`; either way
+        it deletes acked messages only (Keyspace.maintain)."""
         data = queue.stream.data
         base = self.keyspace.log_config()
         s = queue.settings
         data.config = data.config._replace(
-            retention_ms=s.retention or base.retention_ms,
+            retention_ms=s.retention or int(self.keyspace.config["queue-retention"]),  # type: ignore[call-overload]
             retention_bytes=s.maxbytes or base.retention_bytes,
         )
 

@@ -34,6 +34,7 @@ import anyio
 from narad.log import LogFailed, format
 from narad.log.journal import FLAG_CONTINUES, BadCommit, decode_commit
 from narad.log.log import WriteError
+from narad.logs import NOTICE
 from narad.replication import wire
 from narad.replication.apply import Diverged, apply_appended
 from narad.replication.fullcopy import CopyIn
@@ -192,7 +193,8 @@ class Follower:
                 await self._handshake(link)
             self.state = "sync" if self.copy is not None else "connected"
             self.last_error = ""
-            logger.info(
+            logger.log(
+                NOTICE,
                 "event=replication_link_up leader=%s position=%d",
                 self.address, self.node.keyspace.journal.position,
             )
@@ -242,7 +244,8 @@ class Follower:
             if words[:1] == ["FULLCOPY"] and len(words) == 5:
                 history = words[1]
                 position, epoch, size = int(words[2]), _epoch(words[3]), int(words[4])
-                logger.warning(
+                logger.log(
+                    NOTICE,
                     "event=full_copy_begin leader=%s position=%d bytes=%d own_position=%d",
                     self.address, position, size, journal.position,
                 )

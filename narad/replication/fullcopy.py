@@ -37,6 +37,7 @@ import anyio
 from narad.keyspace import STATE_SEGMENT_BYTES
 from narad.log import Log, LogFailed, format, install
 from narad.log.journal import KIND_DATA, Journal, describe_key
+from narad.logs import NOTICE
 from narad.replication import wire
 from narad.replication.wire import LinkError
 
@@ -85,7 +86,8 @@ class CopyOut:
         while not paused():
             if self._at == len(self.logs):
                 transport.write(wire.copy_end(self.position, self.epochs))
-                logger.warning(
+                logger.log(
+                    NOTICE,
                     "event=full_copy_sent position=%d logs=%d bytes=%d seconds=%.1f",
                     self.position, len(self.logs), self.bytes_sent,
                     time.monotonic() - self.began_s,
@@ -185,7 +187,8 @@ class CopyIn:
             install.write_journal, self.path, position, epochs, self.history, self.ends
         )
         await anyio.to_thread.run_sync(install.mark_complete, self.path)
-        logger.warning(
+        logger.log(
+            NOTICE,
             "event=full_copy_received position=%d logs=%d bytes=%d seconds=%.1f",
             position, len(self.ends), self.bytes_received, time.monotonic() - self._began_s,
         )

@@ -35,6 +35,7 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Protocol
 
 from narad.config.kinds import OutputBufferLimits
+from narad.logs import NOTICE
 from narad.replication import wire
 from narad.replication.fullcopy import CopyOut
 from narad.replication.wire import LinkError
@@ -121,7 +122,7 @@ class Leader:
         peer.replica_link = link
         if peer.transport is not None:
             peer.transport.set_write_buffer_limits(high=WRITE_BUFFER_HIGH)
-        logger.info("event=replica_attached replica=%s position=%d", link.name, position)
+        logger.log(NOTICE, "event=replica_attached replica=%s position=%d", link.name, position)
         self.links_changed()
         self.pump(link)
         return link
@@ -131,7 +132,7 @@ class Leader:
         if link is None:
             return
         peer.replica_link = None
-        logger.info("event=replica_detached replica=%s acked=%d", link.name, link.acked)
+        logger.log(NOTICE, "event=replica_detached replica=%s acked=%d", link.name, link.acked)
         self.links_changed()
 
     def drop_all(self) -> None:

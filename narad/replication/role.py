@@ -43,6 +43,7 @@ from narad.config.kinds import BadValue, ReplicaOfKind, replica_of
 from narad.errors import CommandError
 from narad.log import checkpoint
 from narad.log.format import EPOCH_MAX
+from narad.logs import NOTICE
 from narad.replication.follower import Follower
 from narad.replication.leader import Leader
 
@@ -187,9 +188,9 @@ class Replication:
             if journal.pending:
                 self.node.barrier.commit_now()
             self.update_refusal()
-            logger.warning("event=draining epoch=%d position=%d", epoch, journal.position)
+            logger.log(NOTICE, "event=draining epoch=%d position=%d", epoch, journal.position)
         else:
-            logger.warning("event=fenced epoch_promised=%d own_epoch=%d", epoch, journal.epoch)
+            logger.log(NOTICE, "event=fenced epoch_promised=%d own_epoch=%d", epoch, journal.epoch)
             self.node.keyspace.leads = False
             self._step_down(caller)
             self.update_refusal()
@@ -222,7 +223,7 @@ class Replication:
         self.follower = Follower(self.node, host, port, lambda: self.promised)
         self.follower.start()
         self.update_refusal()
-        logger.warning("event=following leader=%s:%d", host, port)
+        logger.log(NOTICE, "event=following leader=%s:%d", host, port)
 
     def no_one(self, epoch: int = 0) -> None:
         """Stop following and lead, in `epoch` (PROMOTE) or else in an epoch above
@@ -259,7 +260,7 @@ class Replication:
         node.queues.opened()
         node.barrier.schedule()  # the epoch's first commit
         self.update_refusal()
-        logger.warning("event=promoted epoch=%d position=%d", epoch, journal.position)
+        logger.log(NOTICE, "event=promoted epoch=%d position=%d", epoch, journal.position)
 
     def _step_down(self, caller: Peer | None) -> None:
         """This leader stops leading: nothing more is acknowledged as its own."""
@@ -267,7 +268,7 @@ class Replication:
         self.leader.drop_all()
         dropped = node.barrier.drop_sealed()
         closed = node.close_sessions(but=caller)
-        logger.warning("event=stepped_down clients_closed=%d held_replies_dropped=%d",
+        logger.log(NOTICE, "event=stepped_down clients_closed=%d held_replies_dropped=%d",
                        closed, dropped)
 
     # -- what writes meet ---------------------------------------------------------------

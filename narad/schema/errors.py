@@ -56,11 +56,17 @@ class IncompatibleError(CommandError):
 class PayloadError(CommandError):
     """`SCHEMA <path>: <reason> (version N)`: a produced document was refused."""
 
-    def __init__(self, path: str, reason: str, version: int) -> None:
-        super().__init__(f"{path}: {clip(reason)} (version {version})", "SCHEMA")
+    def __init__(self, path: str, reason: str, version: int, where: str = "") -> None:
+        super().__init__(f"{path}: {clip(reason)} (version {version}{where})", "SCHEMA")
         self.path = path
         self.reason = reason
         self.version = version
+
+    def in_batch(self, index: int, count: int) -> PayloadError:
+        """The same refusal, naming the payload of a batch: `(version N, payload I of
+        COUNT)`, I counted from 1 in the command's order."""
+        return PayloadError(self.path, self.reason, self.version,
+                            f", payload {index + 1} of {count}")
 
 
 def incompatible_text(reasons: Sequence[object]) -> str:

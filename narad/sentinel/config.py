@@ -58,6 +58,8 @@ DIRECTIVES = [
     Directive("logfile", '""', 'The log file; "" logs to standard error.'),
     Directive("loglevel", "notice", "debug, verbose, notice or warning: notice logs every "
               "event (+sdown, +switch-master, ...)."),
+    Directive("log-format", "text", "How each log line is written: text (key=value pairs) or "
+              "json (one JSON object per line, for log shippers)."),
     Directive("requirepass", '""', "The password clients (other sentinels too) must AUTH "
               'with; "" for none.'),
     Directive("tls-port", "0", "The port it listens on for TLS connections (0: none). With "
@@ -138,6 +140,7 @@ class SentinelConfig:
     dir: str = "."
     logfile: str = ""
     loglevel: str = "notice"
+    log_format: str = "text"  # text or json (narad/logs.py)
     requirepass: str | None = None
     myid: str | None = None  # 40 lowercase hex digits; made at first start
     current_epoch: int = 0
@@ -233,6 +236,10 @@ def _apply(config: SentinelConfig, args: list[str]) -> None:
         if value.lower() not in LOG_LEVELS:
             raise _Bad("argument(s) must be one of the following: " + ", ".join(LOG_LEVELS))
         config.loglevel = value.lower()
+    elif name == "log-format":
+        if value.lower() not in ("text", "json"):
+            raise _Bad("argument(s) must be one of the following: text, json")
+        config.log_format = value.lower()
     elif name == "requirepass":
         config.requirepass = value or None
     elif name == "protected-mode":
@@ -391,6 +398,7 @@ def _top_lines(config: SentinelConfig) -> dict[str, str]:
         "dir": f"dir {bare_or_quoted(config.dir)}",
         "logfile": f"logfile {bare_or_quoted(config.logfile)}",
         "loglevel": f"loglevel {config.loglevel}",
+        "log-format": f"log-format {config.log_format}",
         "requirepass": f"requirepass {bare_or_quoted(config.requirepass or '')}",
         "tls-port": f"tls-port {config.tls_port}",
         **{

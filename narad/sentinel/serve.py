@@ -25,6 +25,7 @@ import anyio.streams.stapled
 import anyio.streams.tls
 
 from narad import tls
+from narad.logs import NOTICE
 from narad.process import log_level, log_to, loop_factory
 from narad.sentinel import commands, failover, watch
 from narad.sentinel import config as sentinel_config
@@ -92,7 +93,8 @@ class SentinelServer:
             if not plain:
                 self.sentinel.port = config.tls_port
         listener = anyio.streams.stapled.MultiListener(listeners)
-        logger.warning(
+        logger.log(
+            NOTICE,
             "event=sentinel_ready port=%d id=%s config=%s", self.sentinel.port,
             self.sentinel.my_id, config.path,
         )
@@ -116,7 +118,7 @@ class SentinelServer:
     async def _signals(self) -> None:
         with anyio.open_signal_receiver(signal.SIGTERM, signal.SIGINT) as signals:
             async for signum in signals:
-                logger.warning("event=shutdown signal=%s", signal.Signals(signum).name)
+                logger.log(NOTICE, "event=shutdown signal=%s", signal.Signals(signum).name)
                 self.sentinel.persist()
                 self.stop()
                 return
@@ -160,6 +162,6 @@ def run(args: argparse.Namespace) -> int:
 
 
 def _setup_logging(config: sentinel_config.SentinelConfig) -> None:
-    root = log_to(config.logfile)
+    root = log_to(config.logfile, config.log_format)
     root.propagate = False
     root.setLevel(log_level(config.loglevel))

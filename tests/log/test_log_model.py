@@ -12,6 +12,7 @@ from hypothesis import strategies as st
 from hypothesis.stateful import RuleBasedStateMachine, invariant, precondition, rule
 
 from narad.log.log import Log, LogConfig
+from tests.examples import examples
 
 CONFIG = LogConfig(segment_bytes=600)
 
@@ -121,4 +122,4 @@ class LogModel(RuleBasedStateMachine):
 
 
 TestLogModel = LogModel.TestCase
-TestLogModel.settings = settings(max_examples=100, stateful_step_count=40, deadline=None)
+TestLogModel.settings = settings(max_examples=examples(100), stateful_step_count=40, deadline=None)

@@ -251,12 +251,17 @@ def test_a_replica_killed_again_and_again_under_load_resumes_and_ends_identical(
         want_stats = _comparable(_stats(leader))
         for node in nodes:
             assert _comparable(_stats(node)) == want_stats
-        ups = [line for line in victim.log().splitlines() if "replication_link_up" in line]
+        ups = [line for line in _whole_log(victim).splitlines() if "replication_link_up" in line]
         resumed_at = [int(line.split("position=")[1].split()[0].strip("'")) for line in ups]
         assert len(resumed_at) >= 4 and all(at > 0 for at in resumed_at[1:]), resumed_at
         for node in nodes:
             node.stop()
         assert_same_logs(nodes)
+
+
+def _whole_log(node: NaradProcess) -> str:
+    """Every line the node logged, over all its starts (`log()` is the tail only)."""
+    return node.log_path.read_text(errors="replace")
 
 
 def _link_up(replica: NaradProcess) -> bool:

@@ -19,6 +19,7 @@ from narad.resp import (
     _hiredis_parser,
     encode_request,
 )
+from tests.examples import examples
 
 from ._support import PARSERS, Outcome, parser_classes, run
 
@@ -87,7 +88,7 @@ def cut(data: bytes, points: list[int]) -> list[bytes]:
 
 
 @parser_classes
-@settings(max_examples=300, deadline=None)
+@settings(max_examples=examples(300), deadline=None)
 @given(commands=commands_st, points=st.lists(st.integers(0, 10_000), max_size=6))
 def test_parse_of_encode_is_identity(
     parser_class: Parser, commands: list[list[bytes]], points: list[int]
@@ -97,7 +98,7 @@ def test_parse_of_encode_is_identity(
 
 
 @parser_classes
-@settings(max_examples=500, deadline=None)
+@settings(max_examples=examples(500), deadline=None)
 @given(data=st.binary(max_size=200))
 def test_random_bytes_parse_or_raise_protocol_error(parser_class: Parser, data: bytes) -> None:
     """run() catches ProtocolError and QueryBufferLimit (impossible at the
@@ -106,7 +107,7 @@ def test_random_bytes_parse_or_raise_protocol_error(parser_class: Parser, data: 
     assert not outcome.buffer_limit
 
 
-@settings(max_examples=1500, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@settings(max_examples=examples(1500), deadline=None, suppress_health_check=[HealthCheck.too_slow])
 @given(
     data=st.one_of(resp_like_st, st.binary(max_size=120)),
     points=st.lists(st.integers(0, 10_000), max_size=5),
@@ -158,7 +159,7 @@ def hiredis_replies(data: bytes) -> list[Any]:
     return replies
 
 
-@settings(max_examples=1000, deadline=None)
+@settings(max_examples=examples(1000), deadline=None)
 @given(
     data=resp_like_st, limits=st.tuples(st.integers(0, 5), st.integers(0, 12), st.integers(0, 5))
 )
@@ -184,7 +185,7 @@ def test_frames_end_proves_only_what_the_reference_reads(
 
 
 @pytest.mark.skipif(TWIN is None, reason="compiled twin not built")
-@settings(max_examples=500, deadline=None)
+@settings(max_examples=examples(500), deadline=None)
 @given(data=resp_like_st, start=st.integers(0, 200), stop=st.integers(0, 200))
 def test_big_count_at_twin(data: bytes, start: int, stop: int) -> None:
     assert TWIN is not None
@@ -207,7 +208,7 @@ def test_compiled_twin_is_built_when_required() -> None:
         assert TWIN is not None and _hiredis_parser.frames_end is TWIN.frames_end
 
 
-@settings(max_examples=1500, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@settings(max_examples=examples(1500), deadline=None, suppress_health_check=[HealthCheck.too_slow])
 @given(
     data=st.one_of(resp_like_st, commands_st.map(lambda c: b"".join(map(encode_request, c)))),
     limits=st.tuples(st.integers(0, 9), st.integers(0, 40), st.integers(1, 6)),
@@ -236,7 +237,7 @@ def test_whole_commands_are_what_the_reference_reads(
 
 
 @pytest.mark.skipif(TWIN is None, reason="compiled twin not built")
-@settings(max_examples=300, deadline=None)
+@settings(max_examples=examples(300), deadline=None)
 @given(commands=st.lists(st.lists(st.binary(max_size=40), min_size=1, max_size=8), min_size=1))
 def test_whole_commands_twin_takes_every_canonical_run(commands: list[list[bytes]]) -> None:
     assert TWIN is not None

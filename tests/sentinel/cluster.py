@@ -20,7 +20,7 @@ import redis
 from redis.sentinel import Sentinel
 
 from tests import netns
-from tests.replication.cluster import follow, group, wait_synced
+from tests.replication.cluster import NodeMaker, follow, group, wait_synced
 from tests.servers import NaradProcess, ServerProcess, wait_until
 from tests.tls import Certificates, TLSClients, make_certificates, tls_nodes
 
@@ -69,6 +69,22 @@ class TLSSentinelProcess(TLSClients, SentinelProcess):
         return ["--port", "0", "--tls-port", str(self.port)]
 
 
+# With `users`: the data nodes' default user (what the tests' clients log in as) and
+# the sentinels have a password, and replicas and sentinels log in to the data nodes
+# as users of least privilege (docs/security.md, "Roles").
+PASSWORD = "app-secret"
+NODE_USERS = [
+    "--requirepass", PASSWORD,
+    "--user", "replica", "on", ">replica-secret", "+@replication", "+ping",
+    "--user", "sentinel", "on", ">sentinel-secret", "+@sentinel",
+    "--masteruser", "replica", "--masterauth", "replica-secret",
+]
+SENTINEL_USERS = [
+    f"requirepass {PASSWORD}", f"sentinel sentinel-pass {PASSWORD}",
+    f"sentinel auth-user {NAME} sentinel", f"sentinel auth-pass {NAME} sentinel-secret",
+]
+
+
 def settings(down_after_ms: int = 1000, failover_timeout_ms: int = 3000) -> list[str]:
     return [
         f"sentinel down-after-milliseconds {NAME} {down_after_ms}",
@@ -81,7 +97,8 @@ class Deployment:
     nodes: list[NaradProcess]
     sentinels: list[SentinelProcess]
     protocol: int
-    # redis-py's TLS arguments, for the sentinels and the data nodes alike ({}: none).
+    # redis-py's TLS and password arguments, for the sentinels and the data nodes
+    # alike ({}: none).
     tls: dict[str, object] = field(default_factory=dict)
 
     def sentinel_client(self, **kwargs: object) -> Sentinel:
@@ -108,37 +125,46 @@ def deployment(
     tmp_path: Path, protocol: int = 3, replicas: int = 2, sentinels: int = 3,
     sentinel_settings: list[str] | None = None, node_extra: list[str] | None = None,
     network: netns.Network | None = None, certs: Certificates | None = None,
+    users: bool = False,
 ) -> Iterator[Deployment]:
     """With `network`, each data node and then each sentinel runs in a namespace of
     its own, in that order (nodes 0 .. replicas, then the sentinels).
 
     With `certs` (or, without `network`, with NARAD_TEST_TLS=1 in the environment,
     which makes certificates for the test), every node and sentinel listens on a
-    TLS port alone and every link between them, and every client, is TLS."""
-    extra = QUORUM_ACKS + (node_extra or [])
+    TLS port alone and every link between them, and every client, is TLS.
+
+    With `users`, every node and sentinel asks for a password (NODE_USERS,
+    SENTINEL_USERS), and every client the deployment makes gives it."""
+    extra = QUORUM_ACKS + (node_extra or []) + (NODE_USERS if users else [])
+    sentinel_lines = (sentinel_settings or settings()) + (SENTINEL_USERS if users else [])
+    auth: dict[str, object] = {"password": PASSWORD} if users else {}
     if certs is None and network is None and os.environ.get("NARAD_TEST_TLS") == "1":
         certs = make_certificates(tmp_path / "certs")
     with ExitStack() as stack:
         if certs is not None:
             assert network is None, "TLS deployments run on loopback"
             nodes = stack.enter_context(
-                group(tmp_path, replicas, extra=extra, make=tls_nodes(certs))
+                group(tmp_path, replicas, extra=extra,
+                      make=_authenticated(tls_nodes(certs), auth))
             )
             procs: list[SentinelProcess] = [
-                TLSSentinelProcess(tmp_path / f"s{i}", nodes[0],
-                                   sentinel_settings or settings(), certs)
+                TLSSentinelProcess(tmp_path / f"s{i}", nodes[0], sentinel_lines, certs)
                 for i in range(sentinels)
             ]
             for proc in procs:
+                proc.client_defaults = auth
                 proc.start()
                 stack.callback(proc.kill)
-            found = Deployment(nodes, procs, protocol, certs.client_kwargs())
+            found = Deployment(nodes, procs, protocol, {**certs.client_kwargs(), **auth})
             wait_until(lambda: all(_discovered(s, replicas, sentinels - 1) for s in procs),
                        timeout=20)
             yield found
             return
         if network is None:
-            nodes = stack.enter_context(group(tmp_path, replicas, extra=extra))
+            nodes = stack.enter_context(
+                group(tmp_path, replicas, extra=extra, make=_authenticated(NaradProcess, auth))
+            )
             places = [{} for _ in range(sentinels)]
         else:
             nodes = [
@@ -146,6 +172,7 @@ def deployment(
                 for i, spot in enumerate(network.nodes[: replicas + 1])
             ]
             for node in nodes:
+                node.client_defaults = auth
                 node.start()
                 stack.callback(node.stop)
             for node in nodes[1:]:
@@ -156,17 +183,26 @@ def deployment(
                 for spot in network.nodes[replicas + 1: replicas + 1 + sentinels]
             ]
         procs = [
-            SentinelProcess(tmp_path / f"s{i}", nodes[0], sentinel_settings or settings(),
-                            **places[i])
+            SentinelProcess(tmp_path / f"s{i}", nodes[0], sentinel_lines, **places[i])
             for i in range(sentinels)
         ]
         for proc in procs:
+            proc.client_defaults = auth
             proc.start()
             stack.callback(proc.kill)
-        found = Deployment(nodes, procs, protocol)
+        found = Deployment(nodes, procs, protocol, auth)
         wait_until(lambda: all(_discovered(s, replicas, sentinels - 1) for s in procs),
                    timeout=20)
         yield found
+
+
+def _authenticated(make: NodeMaker, auth: dict[str, object]) -> NodeMaker:
+    """`make`, whose nodes' clients log in with `auth`."""
+    def made(folder: Path, extra: list[str]) -> NaradProcess:
+        node = make(folder, extra)
+        node.client_defaults = auth
+        return node
+    return made
 
 
 def _discovered(sentinel: SentinelProcess, replicas: int, peers: int) -> bool:

@@ -14,6 +14,7 @@ import redis
 
 from tests.sentinel.cluster import NAME, deployment
 from tests.servers import free_port, wait_until
+from tests.tls import TLSClients, tls_connection
 
 
 @pytest.mark.parametrize("protocol", [2, 3])
@@ -65,6 +66,7 @@ def test_sentinel_errors_and_redis_cli(tmp_path: Path) -> None:
     with deployment(tmp_path, replicas=1, sentinels=1) as found:
         sentinel = found.sentinels[0]
         client = sentinel.client(protocol=2)
+        tls_flags = sentinel.certs.cli_flags() if isinstance(sentinel, TLSClients) else []
         for args, error in [
             (("SENTINEL", "MASTER", "nope"), "No such master with that name"),
             (("SENTINEL", "MASTER"), "wrong number of arguments for 'sentinel|master'"),
@@ -88,11 +90,14 @@ def test_sentinel_errors_and_redis_cli(tmp_path: Path) -> None:
         # Garbage on the socket is an error reply and a closed connection; the sentinel
         # goes on serving.
         out = subprocess.run(
-            ["redis-cli", "-p", str(sentinel.port), "SENTINEL", "GET-MASTER-ADDR-BY-NAME", NAME],
+            ["redis-cli", "-p", str(sentinel.port), *tls_flags,
+             "SENTINEL", "GET-MASTER-ADDR-BY-NAME", NAME],
             capture_output=True, text=True, timeout=10,
         ).stdout.split()
         assert out == [found.nodes[0].host, str(found.nodes[0].port)]
-        with socket.create_connection((sentinel.host, sentinel.port)) as sock:
+        with (tls_connection(sentinel.host, sentinel.port, sentinel.certs.context())
+              if isinstance(sentinel, TLSClients)
+              else socket.create_connection((sentinel.host, sentinel.port))) as sock:
             sock.sendall(b"*1\r\n$-5\r\n")
             assert sock.recv(100).startswith(b"-ERR Protocol error")
         assert client.ping()

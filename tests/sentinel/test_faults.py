@@ -27,6 +27,19 @@ from tests.sentinel.test_election import PHANTOM, PHANTOM_EPOCH, vote_for
 from tests.servers import NaradProcess, wait_until
 
 PROTOCOLS = [pytest.param(2, id="resp2"), pytest.param(3, id="resp3")]
+# The same, and once more with users and TLS on every link (tests/sentinel/cluster.py's
+# `deployment(users=True, certs=...)`).
+SETUPS = [
+    pytest.param(2, False, id="resp2"), pytest.param(3, False, id="resp3"),
+    pytest.param(3, True, id="resp3-users-tls"),
+]
+
+
+def _deployment(
+    request: pytest.FixtureRequest, tmp_path: Path, protocol: int, secured: bool,
+) -> Any:
+    certs = request.getfixturevalue("tls_certs") if secured else None
+    return deployment(tmp_path, protocol=protocol, certs=certs, users=secured)
 
 
 def _prepare(found: Deployment) -> None:
@@ -158,9 +171,11 @@ def test_leader_stopped_past_down_after_then_continued(tmp_path: Path, protocol:
 
 
 @pytest.mark.slow
-@pytest.mark.parametrize("protocol", PROTOCOLS)
-def test_two_failovers_in_a_row(tmp_path: Path, protocol: int) -> None:
-    with deployment(tmp_path, protocol=protocol) as found:
+@pytest.mark.parametrize(("protocol", "secured"), SETUPS)
+def test_two_failovers_in_a_row(
+    request: pytest.FixtureRequest, tmp_path: Path, protocol: int, secured: bool,
+) -> None:
+    with _deployment(request, tmp_path, protocol, secured) as found:
         load, first = _run_fault(found, lambda old: old.kill())
         found.nodes[0].start()
         _reconverged(found, first)
@@ -207,9 +222,11 @@ def test_a_sentinel_crashing_mid_failover(tmp_path: Path, protocol: int, when: s
 
 
 @pytest.mark.slow
-@pytest.mark.parametrize("protocol", PROTOCOLS)
-def test_planned_switchover_cuts_nothing(tmp_path: Path, protocol: int) -> None:
-    with deployment(tmp_path, protocol=protocol) as found:
+@pytest.mark.parametrize(("protocol", "secured"), SETUPS)
+def test_planned_switchover_cuts_nothing(
+    request: pytest.FixtureRequest, tmp_path: Path, protocol: int, secured: bool,
+) -> None:
+    with _deployment(request, tmp_path, protocol, secured) as found:
         _prepare(found)
         old = found.nodes[0]
         with SentinelLoad(found.sentinel_client()) as load:

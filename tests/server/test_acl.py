@@ -438,6 +438,25 @@ def test_user_lines_load_at_start(tmp_path: Path) -> None:
         process.stop()
 
 
+def test_user_flags_on_the_command_line(tmp_path: Path) -> None:
+    """`--user NAME RULE...` is a `user` line, as on redis-server's command line."""
+    process = NaradProcess(tmp_path, [
+        "--user", "worker", "on", ">qpw", "~jobs:*", "+@queue",
+        "--user", "replica", "on", ">rpw", "+@replication", "+ping",
+    ])
+    process.start()
+    try:
+        assert process.client().execute_command("ACL", "USERS") == [
+            b"default", b"replica", b"worker"]
+        assert as_user(process, "worker", "qpw").execute_command("Q.LIST") == []
+    finally:
+        process.stop()
+    bad = NaradProcess(tmp_path / "bad", ["--user", "worker", "on", "+nosuch"])
+    done = subprocess.run(bad.argv(), capture_output=True, text=True, timeout=30)
+    assert done.returncode == 1
+    assert "Error loading ACL rule '+nosuch' for the user named 'worker'" in done.stderr
+
+
 def test_user_lines_and_aclfile_together_refuse_to_start(tmp_path: Path) -> None:
     conf = tmp_path / "narad.conf"
     aclfile = tmp_path / "users.acl"

@@ -25,6 +25,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from narad.server import Server
+from tests.examples import examples
 from tests.server.inprocess import connect, open_server, reply
 from tests.server.raw import encode
 
@@ -365,7 +366,7 @@ async def _run_script(
     return replies
 
 
-@settings(max_examples=60, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@settings(max_examples=examples(60), deadline=None, suppress_health_check=[HealthCheck.too_slow])
 @given(script=SCRIPT_ST)
 def test_commands_of_one_iteration_answer_as_one_per_iteration(
     script: list[tuple[int, tuple[str, ...]]],

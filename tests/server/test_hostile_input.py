@@ -41,11 +41,12 @@ from hypothesis import strategies as st
 import narad.commands  # noqa: F401 - fills the command table
 from narad.commands.table import Command, all_commands
 from narad.config.settings import SETTINGS
+from tests.examples import examples
 from tests.server.raw import Raw
 from tests.servers import ROOT, NaradProcess, wait_until
 
-EXAMPLES = 40  # per command
-RESTRICTED_EXAMPLES = 12  # per command, as the restricted user
+EXAMPLES = examples(40)  # per command
+RESTRICTED_EXAMPLES = examples(12)  # per command, as the restricted user
 REPLY_WAIT_S = 1.0  # past this a command counts as blocked (BLOCK, WAIT, CLIENT REPLY OFF)
 
 # Commands left out, each because it ends or changes the server, or another client,
@@ -439,7 +440,7 @@ def setting_or_schema(draw: st.DrawFn) -> list[bytes]:
 
 
 @settings(
-    max_examples=200,
+    max_examples=examples(200),
     derandomize=True,
     deadline=None,
     database=None,

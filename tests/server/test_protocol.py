@@ -17,6 +17,7 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
+from tests.examples import examples
 from tests.server.raw import Raw, encode
 from tests.servers import NaradProcess, RedisProcess
 
@@ -408,7 +409,7 @@ def test_fuzz_garbage_never_disturbs_others(fuzz_server: NaradProcess) -> None:
     seen = {"examples": 0}
 
     @settings(
-        max_examples=1500,
+        max_examples=examples(1500),
         deadline=None,
         derandomize=True,
         suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large],

@@ -32,6 +32,7 @@ from hypothesis.stateful import (
     run_state_machine_as_test,
 )
 
+from tests.examples import examples
 from tests.servers import NaradProcess, wait_until
 
 MAX_RECEIVES = 3
@@ -227,7 +228,7 @@ class CrashingQueueModel(QueueModel):
 
 
 MODEL_SETTINGS = settings(
-    max_examples=40,
+    max_examples=examples(40),
     stateful_step_count=40,
     deadline=None,
     suppress_health_check=[HealthCheck.too_slow],
@@ -256,5 +257,5 @@ def small_segments(tmp_path_factory: pytest.TempPathFactory) -> Iterator[NaradPr
 def test_queue_model_across_kill9(which: str, request: pytest.FixtureRequest) -> None:
     CrashingQueueModel.server = request.getfixturevalue(which)
     run_state_machine_as_test(
-        CrashingQueueModel, settings=settings(MODEL_SETTINGS, max_examples=10)
+        CrashingQueueModel, settings=settings(MODEL_SETTINGS, max_examples=examples(10))
     )

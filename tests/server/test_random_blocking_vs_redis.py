@@ -21,6 +21,7 @@ import pytest
 from hypothesis import HealthCheck, given, reject, settings
 from hypothesis import strategies as st
 
+from tests.examples import examples
 from tests.server.compare import parted
 from tests.server.raw import Raw
 from tests.servers import NaradProcess, RedisProcess, have_redis_server
@@ -128,7 +129,7 @@ def servers(
 
 
 @settings(
-    max_examples=500,
+    max_examples=examples(500),
     deadline=None,
     derandomize=True,  # the same scripts on every run: a failure in CI can be run again
     suppress_health_check=[HealthCheck.function_scoped_fixture],

@@ -20,6 +20,7 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
+from tests.examples import examples
 from tests.server.raw import Raw
 from tests.servers import NaradProcess, RedisProcess, have_redis_server
 
@@ -50,7 +51,7 @@ command = st.one_of(
 scripts = st.lists(command, min_size=1, max_size=40)
 # The same scripts on every run (derandomize): a failure in CI can be run again.
 SETTINGS = settings(
-    max_examples=300,
+    max_examples=examples(300),
     deadline=None,
     derandomize=True,
     suppress_health_check=[HealthCheck.function_scoped_fixture],

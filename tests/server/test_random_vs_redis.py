@@ -24,6 +24,7 @@ import pytest
 from hypothesis import HealthCheck, given, reject, settings
 from hypothesis import strategies as st
 
+from tests.examples import examples
 from tests.server.compare import mask_clock, parted
 from tests.server.raw import Raw
 from tests.servers import NaradProcess, RedisProcess, have_redis_server
@@ -351,7 +352,7 @@ def run_fresh(
 # is one anybody can run again; looking for new differences takes more examples
 # without it.
 SETTINGS_RANDOM = settings(
-    max_examples=300,
+    max_examples=examples(300),
     deadline=None,
     derandomize=True,
     suppress_health_check=[HealthCheck.function_scoped_fixture],
@@ -382,7 +383,7 @@ def test_random_scripts_reply_as_redis(
     run_fresh(narad_small_nodes, redis_small_nodes, script, protocol)
 
 
-@settings(SETTINGS_RANDOM, max_examples=40)
+@settings(SETTINGS_RANDOM, max_examples=examples(40))
 @given(script=scripts(length_max=600))
 def test_long_streams_over_small_segments_reply_as_redis(
     narad_small_segments: NaradProcess, redis_small_nodes: RedisProcess, script: list[list[str]]
@@ -393,7 +394,7 @@ def test_long_streams_over_small_segments_reply_as_redis(
 @pytest.mark.parametrize(
     ("length_max", "settings_"), [(14, ()), (600, ("segment-bytes 1kb",))], ids=["short", "long"]
 )
-@settings(SETTINGS_RANDOM, max_examples=25)
+@settings(SETTINGS_RANDOM, max_examples=examples(25))
 @given(data=st.data())
 def test_state_after_kill9_is_redis_state(
     tmp_path_factory: pytest.TempPathFactory,

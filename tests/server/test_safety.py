@@ -365,4 +365,4 @@ def test_sigterm_stops_a_server_whose_loop_is_held(tmp_path: Path) -> None:
             assert client.xlen("kept") == 1
     finally:
         assert server.stop() == 0
-    assert _log_lines(server, "msg='stopped'")
+    assert _log_lines(server, "event=stopped")

@@ -617,8 +617,10 @@ def test_check_payloads(tmp_path: Path) -> None:
     check_payloads(node.client, stream, [b'{"n": 1}', b' {"n": 2, "m": []}\n'])
     check_payloads(node.client, stream, [])
     cases = [
-        ([b'{"n": 1}', b'{"n": "2"}'], 'SCHEMA $.n: "2" is not of type "integer" (version 1)'),
-        ([b"{}", b'{"n": "2"}'], 'SCHEMA $: "n" is a required property (version 1)'),
+        ([b'{"n": 1}', b'{"n": "2"}'],
+         'SCHEMA $.n: "2" is not of type "integer" (version 1, payload 2 of 2)'),
+        ([b"{}", b'{"n": "2"}'],
+         'SCHEMA $: "n" is a required property (version 1, payload 1 of 2)'),
         ([b'{"n": 1}', b"{"], "SCHEMA $: invalid JSON: "),
         ([b'{"n": 1} {"n": 2}'], "SCHEMA $: invalid JSON: Extra data"),
         ([b'{"n": NaN}'], "SCHEMA $: invalid JSON: NaN is not JSON"),
