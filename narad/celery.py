@@ -53,7 +53,7 @@ import redis
 from kombu.transport import TRANSPORT_ALIASES, virtual
 from kombu.utils.json import dumps, loads
 
-from narad.client import NaradError, SettingsConflict, StaleReceipt, connect
+from narad.client import NaradError, StaleReceipt, connect
 from narad.client.acks import AckBatcher
 from narad.client.leases import Leases
 from narad.client.messages import text
@@ -138,9 +138,8 @@ class Channel(virtual.Channel):
     def _new_queue(self, queue: str, **kwargs: Any) -> None:
         if queue in self._known_queues:
             return
-        # A queue that exists with other settings was set up by its operator: use it.
-        with contextlib.suppress(SettingsConflict):
-            self.client.execute("Q.CREATE", queue, "VISIBILITY", self.visibility_ms)
+        # NX: a queue that exists (maybe tuned by its operator) is used as it is.
+        self.client.execute("Q.CREATE", queue, "VISIBILITY", self.visibility_ms, "NX")
         self._known_queues.add(queue)
 
     def _has_queue(self, queue: str, **kwargs: Any) -> bool:

@@ -41,7 +41,7 @@ from dramatiq.broker import Broker, Consumer, MessageProxy
 from dramatiq.errors import ConnectionClosed, QueueJoinTimeout
 from dramatiq.message import Message
 
-from narad.client import Client, NaradError, SettingsConflict, StaleReceipt, connect
+from narad.client import Client, NaradError, StaleReceipt, connect
 from narad.client.acks import AckBatcher
 from narad.client.leases import Leases
 
@@ -93,11 +93,10 @@ class NaradBroker(Broker):
         if queue_name in self._created:
             return
         self.declare_queue(queue_name)
-        with contextlib.suppress(SettingsConflict):
-            self.client.execute("Q.CREATE", queue_name + DEAD_SUFFIX)
-        with contextlib.suppress(SettingsConflict):
-            self.client.execute("Q.CREATE", queue_name, "VISIBILITY", self.visibility_ms,
-                                "DLQ", queue_name + DEAD_SUFFIX)
+        # NX: a queue that exists (maybe tuned by its operator) is used as it is.
+        self.client.execute("Q.CREATE", queue_name + DEAD_SUFFIX, "NX")
+        self.client.execute("Q.CREATE", queue_name, "VISIBILITY", self.visibility_ms,
+                            "DLQ", queue_name + DEAD_SUFFIX, "NX")
         self._created.add(queue_name)
 
     def enqueue(self, message: Message[Any], *, delay: int | None = None) -> Message[Any]:

@@ -167,7 +167,7 @@ class Queue:
     async def create(self, *, visibility_ms: int | None = None, maxreceives: int | None = None,
                      dlq: str | None = None, delay_ms: int | None = None,
                      retention_ms: int | None = None, maxbytes: int | None = None,
-                     dedupwindow_ms: int | None = None) -> None:
+                     dedupwindow_ms: int | None = None, exist_ok: bool = False) -> bool:
         options = {"VISIBILITY": visibility_ms, "MAXRECEIVES": maxreceives, "DLQ": dlq,
                    "DELAY": delay_ms, "RETENTION": retention_ms, "MAXBYTES": maxbytes,
                    "DEDUPWINDOW": dedupwindow_ms}
@@ -175,10 +175,14 @@ class Queue:
         for name, value in options.items():
             if value is not None:
                 args += [name, value]
-        await self.client.execute(*args)
+        if exist_ok:
+            args.append("NX")
+        reply = await self.client.execute(*args)
+        return not exist_ok or bool(reply)
 
-    async def drop(self) -> bool:
-        return bool(await self.client.execute("Q.DROP", self.name))
+    async def drop(self, *, force: bool = False) -> bool:
+        args = ["Q.DROP", self.name, *(["FORCE"] if force else [])]
+        return bool(await self.client.execute(*args))
 
     async def settings(self) -> QueueSettings:
         return QueueSettings.from_reply(await self.client.execute("Q.CONFIG", self.name, "GET"))
@@ -239,6 +243,12 @@ class Queue:
             got = messages(self.name, await self.client.execute(*args, "BLOCK", max(1, wait)))
             if got or (block_ms and (left := left - wait) <= 0):
                 return got
+
+    async def peek(self, count: int = 1) -> list[Message]:
+        """Q.PEEK: what Q.POP would deliver next, delivering nothing (a look at a
+        DLQ that leaves its letters for Q.REDRIVE); `receipt` is "" and `receives`
+        counts the deliveries so far."""
+        return messages(self.name, await self.client.execute("Q.PEEK", self.name, "COUNT", count))
 
     async def ack(self, *receipts: str | Message) -> int:
         if not receipts:

@@ -46,6 +46,11 @@ class SettingsConflict(NaradError):
     """ERR queue 'q' exists with other settings: Q.CREATE of an existing queue."""
 
 
+class QueueInUse(NaradError):
+    """ERR queue 'q' is the DLQ of ... / the source of ...: Q.DROP refused while other
+    queues depend on it (`Queue.drop(force=True)` drops it anyway)."""
+
+
 class QueueUnavailable(NaradError):
     """ERR key 'q' is unavailable: its state log needs `narad check --repair`."""
 
@@ -105,8 +110,17 @@ _BY_CODE: dict[str, type[NaradError]] = {
 _BY_TEXT: list[tuple[str, type[NaradError]]] = [
     ("invalid receipt ", InvalidReceipt),
     ("queue '", SettingsConflict),
+    ("queue '", QueueInUse),
     ("key '", QueueUnavailable),
 ]
+
+
+# What else the text of these must hold, beyond its prefix.
+_TELLS: dict[type[NaradError], str] = {
+    SettingsConflict: "exists with other settings",
+    QueueInUse: "change those first",
+    QueueUnavailable: "is unavailable",
+}
 
 
 def translate(error: redis.ResponseError) -> redis.ResponseError:
@@ -118,9 +132,7 @@ def translate(error: redis.ResponseError) -> redis.ResponseError:
     if code in _BY_CODE:
         return _BY_CODE[code](text)
     for prefix, cls in _BY_TEXT:
-        if text.startswith(prefix) and (cls is not SettingsConflict or "other settings" in text):
-            if cls is QueueUnavailable and "is unavailable" not in text:
-                continue
+        if text.startswith(prefix) and _TELLS.get(cls, "") in text:
             return cls(text)
     return error
 

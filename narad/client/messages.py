@@ -32,8 +32,9 @@ class Message:
     """One delivery of a queued message.
 
     `id` is the stream ID, `receipt` this delivery's receipt (needed to ack, nack or
-    touch it), `receives` the deliveries so far this one included, `pushed_at` the
-    push time in ms, `fields` the entry's other fields (a dead letter's `origin`,
+    touch it; "" for a message seen with Q.PEEK, which delivers nothing),
+    `receives` the deliveries so far this one included, `pushed_at` the push time
+    in ms, `fields` the entry's other fields (a dead letter's `origin`,
     `origin_id`, ...; a fan-out copy's `source`, `source_id`)."""
 
     queue: str
@@ -51,7 +52,7 @@ class Message:
         return cls(
             queue=queue,
             id=text(got["id"]),
-            receipt=text(got["receipt"]),
+            receipt=text(got.get("receipt", b"")),
             payload=_as_bytes(got.get("payload", b"")),
             receives=int(got["receives"]),
             pushed_at=int(got["pushed_at"]),

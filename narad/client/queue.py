@@ -51,8 +51,10 @@ class Queue:
     def create(self, *, visibility_ms: int | None = None, maxreceives: int | None = None,
                dlq: str | None = None, delay_ms: int | None = None,
                retention_ms: int | None = None, maxbytes: int | None = None,
-               dedupwindow_ms: int | None = None) -> None:
-        """Q.CREATE; SettingsConflict if it exists with other settings."""
+               dedupwindow_ms: int | None = None, exist_ok: bool = False) -> bool:
+        """Q.CREATE: True if the queue was made. SettingsConflict if it exists with
+        other settings, unless `exist_ok` (NX: "make sure it exists", the settings
+        of an existing queue are left as they are; False if it existed)."""
         options = {"VISIBILITY": visibility_ms, "MAXRECEIVES": maxreceives, "DLQ": dlq,
                    "DELAY": delay_ms, "RETENTION": retention_ms, "MAXBYTES": maxbytes,
                    "DEDUPWINDOW": dedupwindow_ms}
@@ -60,11 +62,16 @@ class Queue:
         for name, value in options.items():
             if value is not None:
                 args += [name, value]
-        self.client.execute(*args)
+        if exist_ok:
+            args.append("NX")
+        reply = self.client.execute(*args)
+        return not exist_ok or bool(reply)
 
-    def drop(self) -> bool:
-        """Q.DROP: True if the queue existed."""
-        return bool(self.client.execute("Q.DROP", self.name))
+    def drop(self, *, force: bool = False) -> bool:
+        """Q.DROP [FORCE]: True if the queue existed. Refused (an ERR naming them)
+        while another queue uses it as its DLQ or copies from it, unless `force`."""
+        args = ["Q.DROP", self.name, *(["FORCE"] if force else [])]
+        return bool(self.client.execute(*args))
 
     def settings(self) -> QueueSettings:
         return QueueSettings.from_reply(self.client.execute("Q.CONFIG", self.name, "GET"))
@@ -134,6 +141,12 @@ class Queue:
             got = messages(self.name, self.client.execute(*args, "BLOCK", max(1, wait)))
             if got or (block_ms and (left := left - wait) <= 0):
                 return got
+
+    def peek(self, count: int = 1) -> list[Message]:
+        """Q.PEEK: what Q.POP would deliver next, delivering nothing (a look at a
+        DLQ that leaves its letters for Q.REDRIVE); `receipt` is "" and `receives`
+        counts the deliveries so far."""
+        return messages(self.name, self.client.execute("Q.PEEK", self.name, "COUNT", count))
 
     def ack(self, *receipts: str | Message) -> int:
         """Q.ACK: the number acked. StaleReceipt if one names an older delivery

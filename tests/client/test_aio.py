@@ -106,3 +106,17 @@ def test_consumer(shared_narad: NaradProcess, prefetch: int | None) -> None:
             assert (stats.visible, stats.in_flight) == (0, 0)
 
     run(scenario())
+
+
+def test_create_if_missing_and_peek(url: str) -> None:
+    async def scenario() -> None:
+        async with aio.connect(url) as client:
+            queue = client.queue(name())
+            assert await queue.create(exist_ok=True) is True
+            assert await queue.create(visibility_ms=5, exist_ok=True) is False
+            await queue.push("x")
+            [seen] = await queue.peek()
+            assert seen.receipt == "" and seen.receives == 0
+            assert await queue.drop(force=True)
+
+    run(scenario())

@@ -15,6 +15,7 @@ from narad.client import (
     InvalidReceipt,
     Message,
     NoQueue,
+    QueueInUse,
     QueueSettings,
     SchemaRejected,
     SettingsConflict,
@@ -189,3 +190,22 @@ def test_urls(url: str, expect: dict[str, object]) -> None:
 def test_bad_urls(url: str) -> None:
     with pytest.raises(ValueError):
         parse_url(url)
+
+
+def test_create_if_missing_peek_and_drop_in_use(client: Client) -> None:
+    name = f"q-{uuid.uuid4().hex[:8]}"
+    queue = client.queue(name)
+    assert queue.create(visibility_ms=1000, exist_ok=True) is True
+    assert queue.create(visibility_ms=9000, exist_ok=True) is False  # left as it is
+    assert queue.settings().visibility == 1000
+    queue.push("look")
+    [seen] = queue.peek(5)
+    assert (seen.payload, seen.receipt, seen.receives) == (b"look", "", 0)
+    [taken] = queue.pop()
+    assert taken.id == seen.id and taken.receives == 1  # the peek delivered nothing
+    user = client.queue(f"q-{uuid.uuid4().hex[:8]}")
+    user.create(dlq=name)
+    with pytest.raises(QueueInUse) as caught:
+        queue.drop()
+    assert user.name in str(caught.value)
+    assert queue.drop(force=True) is True
