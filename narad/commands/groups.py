@@ -18,12 +18,18 @@ from typing import TYPE_CHECKING, Any
 from narad.acl.user import READ, WRITE
 from narad.commands.args import INT64_MAX, parse_int, parse_timeout_ms, text
 from narad.commands.frames import entries_reply
-from narad.commands.streams import BLOCKED_COUNT_DEFAULT, changed, stream_keys_at_end, written
+from narad.commands.streams import (
+    BLOCKED_COUNT_DEFAULT,
+    changed,
+    parse_delete_args,
+    stream_keys_at_end,
+    written,
+)
 from narad.commands.table import command, container, finds_keys
 from narad.errors import CommandError, syntax
 from narad.keywatch import Block
 from narad.resp import Encoded, NullArray, SimpleString
-from narad.streams import groups, ids
+from narad.streams import groups, ids, references
 from narad.streams.groups import ClaimOptions, Counters
 from narad.streams.pel import Consumer, Group
 from narad.streams.stream import Entry, Stream
@@ -477,6 +483,36 @@ def xack(session: Session, args: list[bytes]) -> Any:
     if acked:
         changed(session, args[1])
     return acked
+
+
+@command(
+    "xackdel",
+    -6,
+    "write fast",
+    (1, 1, 1),
+    "stream",
+    since="8.2.0",
+    complexity="O(1) for each entry ID processed.",
+)
+def xackdel(session: Session, args: list[bytes]) -> Any:
+    """Acknowledges and conditionally deletes one or multiple entries for a stream
+    consumer group.
+
+    XACKDEL key group [KEEPREF | DELREF | ACKED] IDS numids id... -> one integer per
+    ID: -1 not pending in the group (or no such key or group), else acked and 1
+    deleted (or gone already), or 2 kept because another group still refers to it
+    (ACKED). One op for the whole call (narad/streams/references.py).
+    """
+    strategy, sids = parse_delete_args(args, 3)
+    stream = _stream(session, args[1])
+    group = stream.groups.get(args[2]) if stream is not None else None
+    if stream is None or group is None:
+        return [references.NOT_FOUND] * len(sids)
+    state_end = stream.state.next_offset
+    out = references.ack_and_delete(stream, group, sids, strategy)
+    if stream.state.next_offset != state_end:
+        changed(session, args[1])
+    return out
 
 
 # -- XPENDING --------------------------------------------------------------------------------

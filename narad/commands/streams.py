@@ -22,7 +22,7 @@ from narad.keywatch import Block
 from narad.log.format import entry_too_large
 from narad.node import Streamed
 from narad.resp import NullArray
-from narad.streams import ids
+from narad.streams import ids, references
 from narad.streams.stream import Entry, Stream
 
 if TYPE_CHECKING:
@@ -60,6 +60,10 @@ def changed(session: Session, key: bytes) -> None:
     session.node.keys.spoil(session.db, key)
 
 
+# KEEPREF | DELREF | ACKED, as XADD, XTRIM, XDELEX and XACKDEL take them.
+STRATEGIES = {name.encode(): name for name in references.STRATEGIES}
+
+
 # -- XADD / XTRIM ------------------------------------------------------------------------
 
 
@@ -72,6 +76,7 @@ class TrimArgs:
     nomkstream: bool = False
     explicit_id: int | None = None  # XADD's ID unless `*`: full or with `-*` (seq_given)
     seq_given: bool = True
+    strategy: str = references.KEEPREF  # what trimming does with groups' references
 
 
 def parse_trim_args(session: Session, args: list[bytes], xadd: bool) -> tuple[TrimArgs, int]:
@@ -108,6 +113,9 @@ def parse_trim_args(session: Session, args: list[bytes], xadd: bool) -> tuple[Tr
             i += 2
         elif xadd and opt == b"nomkstream":
             opts.nomkstream = True
+            i += 1
+        elif opt in STRATEGIES:
+            opts.strategy = STRATEGIES[opt]
             i += 1
         elif xadd:  # the ID, checked here as Redis does, before the rest
             opts.explicit_id, opts.seq_given = ids.parse_for_add(args[i])
@@ -189,7 +197,7 @@ def xadd(session: Session, args: list[bytes]) -> Any:
         stream.add(new_id, fields)
     written(session, key)
     if opts.maxlen is not None or opts.minid is not None:
-        stream.trim(opts.maxlen, opts.minid, opts.approx, opts.limit)
+        references.trim(stream, opts.maxlen, opts.minid, opts.approx, opts.limit, opts.strategy)
     return ids.fmt(new_id)
 
 
@@ -254,8 +262,11 @@ def xtrim(session: Session, args: list[bytes]) -> Any:
     stream = get_stream(session, args[1])
     if stream is None:
         return 0
-    removed = stream.trim(opts.maxlen, opts.minid, opts.approx, opts.limit)
-    if removed:
+    state_end = stream.state.next_offset
+    removed = references.trim(
+        stream, opts.maxlen, opts.minid, opts.approx, opts.limit, opts.strategy
+    )
+    if stream.state.next_offset != state_end:  # entries or references went
         changed(session, args[1])
     return removed
 
@@ -329,6 +340,60 @@ def xdel(session: Session, args: list[bytes]) -> Any:
     if removed:
         changed(session, args[1])
     return removed
+
+
+def parse_delete_args(args: list[bytes], i: int) -> tuple[str, list[int]]:
+    """XDELEX's and XACKDEL's `[KEEPREF | DELREF | ACKED] IDS numids id...` from
+    args[i] on, as Redis reads them: the strategy at most once (KEEPREF by default),
+    the IDS block anywhere, and every ID strict. Returns (strategy, IDs)."""
+    strategy: str | None = None
+    id_args: list[bytes] | None = None
+    while i < len(args):
+        opt = args[i].lower()
+        if strategy is None and opt in STRATEGIES:
+            strategy = STRATEGIES[opt]
+            i += 1
+        elif opt == b"ids" and i + 1 < len(args):
+            count = parse_int(args[i + 1], "Number of IDs must be a positive integer")
+            if count < 1:
+                raise CommandError("Number of IDs must be a positive integer")
+            if count > len(args) - i - 2:
+                raise CommandError("The `numids` parameter must match the number of arguments")
+            id_args = args[i + 2 : i + 2 + count]
+            i += 2 + count
+        else:
+            raise syntax()
+    if id_args is None:
+        raise syntax()
+    return strategy or references.KEEPREF, ids.parse_all_strict(id_args)
+
+
+@command(
+    "xdelex",
+    -5,
+    "write fast",
+    (1, 1, 1),
+    "stream",
+    since="8.2.0",
+    complexity="O(1) for each single item to delete in the stream, regardless of the stream size.",
+)
+def xdelex(session: Session, args: list[bytes]) -> Any:
+    """Deletes one or multiple entries from the stream.
+
+    XDELEX key [KEEPREF | DELREF | ACKED] IDS numids id... -> one integer per ID:
+    1 deleted, -1 no such entry (or no such key), 2 kept because a consumer group
+    still refers to it (ACKED). DELREF also drops every group's PEL reference to
+    the IDs (narad/streams/references.py).
+    """
+    strategy, sids = parse_delete_args(args, 2)
+    stream = get_stream(session, args[1])
+    if stream is None:
+        return [references.NOT_FOUND] * len(sids)
+    state_end = stream.state.next_offset
+    out = references.delete_entries(stream, sids, strategy)
+    if stream.state.next_offset != state_end:
+        changed(session, args[1])
+    return out
 
 
 @command("xsetid", -3, "write denyoom fast", (1, 1, 1), "stream", since="5.0.0")
