@@ -20,8 +20,12 @@ from narad.commands.args import INT64_MAX, parse_int, parse_timeout_ms, text
 from narad.commands.frames import entries_reply
 from narad.commands.streams import (
     BLOCKED_COUNT_DEFAULT,
+    ReadBudget,
+    ReadLimits,
     changed,
+    check_read_limits,
     parse_delete_args,
+    parse_read_limit,
     stream_keys_at_end,
     written,
 )
@@ -286,6 +290,8 @@ class ReadGroupArgs:
     noack: bool = False
     keys: list[bytes] = field(default_factory=list)
     id_args: list[bytes] = field(default_factory=list)
+    limits: ReadLimits = field(default_factory=ReadLimits)  # MAXCOUNT, MAXSIZE
+    claim_ms: int | None = None  # CLAIM min-idle-time
 
 
 @dataclass
@@ -311,6 +317,14 @@ def _parse_readgroup(args: list[bytes]) -> ReadGroupArgs:
         elif opt == b"count" and more:
             i += 1
             out.count = max(parse_int(args[i]), 0)
+        elif opt in (b"maxcount", b"maxsize") and more:
+            i += 1
+            parse_read_limit(out.limits, opt, args[i])
+        elif opt == b"claim" and more:
+            i += 1
+            out.claim_ms = parse_int(args[i], "min-idle-time is not an integer")
+            if out.claim_ms < 0:
+                raise CommandError("min-idle-time must be a positive integer")
         elif opt == b"streams" and more:
             rest = args[i + 1 :]
             if len(rest) % 2:
@@ -333,6 +347,7 @@ def _parse_readgroup(args: list[bytes]) -> ReadGroupArgs:
         raise syntax()
     if not found_group:
         raise CommandError("Missing GROUP option for XREADGROUP")
+    check_read_limits(out.limits, out.count)
     return out
 
 
@@ -368,11 +383,19 @@ def _targets(session: Session, req: ReadGroupArgs) -> list[Target]:
 def _serve_now(session: Session, req: ReadGroupArgs, targets: list[Target]) -> Any:
     """What XREADGROUP answers without waiting; None when nothing can be served."""
     served: list[tuple[bytes, Any]] = []
+    budget = req.limits.budget()
     for t in targets:
         if t.after is not None:
-            served.append((t.key, _history(session, req, t)))
+            served.append((t.key, _history(session, req, t, budget)))
+        elif budget.spent:
+            continue
+        elif req.claim_ms is not None:
+            claimed = _deliver_claiming(session, req, t.key, t.stream, t.group, budget)
+            if claimed is not None:
+                served.append((t.key, claimed))
         elif t.stream.length and _last_live_id(t.stream) > t.group.last_id:
-            served.append((t.key, _deliver(session, req, t.key, t.stream, t.group, req.count)))
+            count = budget.count(req.count)
+            served.append((t.key, _deliver(session, req, t.key, t.stream, t.group, count, budget)))
     return _multi_reply(session, served) if served else None
 
 
@@ -386,21 +409,93 @@ def _last_live_id(stream: Stream) -> int:
     return last[0] if last is not None else 0
 
 
-def _history(session: Session, req: ReadGroupArgs, t: Target) -> list[Any]:
+def _history(session: Session, req: ReadGroupArgs, t: Target, budget: ReadBudget) -> list[Any]:
+    """A history read: its stream is always in the reply, with no entries once the
+    reply's MAXCOUNT or MAXSIZE was reached."""
     assert t.after is not None
+    if budget.spent:
+        return []
     found = groups.read_history(
-        t.stream, t.group, req.consumer, t.after, req.count, groups.now_ms()
+        t.stream,
+        t.group,
+        req.consumer,
+        t.after,
+        budget.count(req.count),
+        groups.now_ms(),
+        budget.fit if req.limits.max_size else None,
     )
+    if not req.limits.max_size:
+        budget.fit([(sid, 0) for sid, _ in found])
     changed(session, t.key)
     return [[ids.fmt(sid), NullArray() if fields is None else fields] for sid, fields in found]
 
 
 def _deliver(
-    session: Session, req: ReadGroupArgs, key: bytes, stream: Stream, group: Group, count: int
+    session: Session,
+    req: ReadGroupArgs,
+    key: bytes,
+    stream: Stream,
+    group: Group,
+    count: int,
+    budget: ReadBudget,
 ) -> Encoded:
-    found = groups.read_new_raw(stream, group, req.consumer, count, req.noack, groups.now_ms())
+    fit = budget.fit if req.limits.max_size else None
+    found = groups.read_new_raw(
+        stream, group, req.consumer, count, req.noack, groups.now_ms(), fit
+    )
+    if fit is None:
+        budget.fit([(sid, 0) for sid, _ in found])
     changed(session, key)
     return entries_reply(found)
+
+
+def _deliver_claiming(
+    session: Session,
+    req: ReadGroupArgs,
+    key: bytes,
+    stream: Stream,
+    group: Group,
+    budget: ReadBudget,
+    count: int | None = None,
+) -> list[Any] | None:
+    """XREADGROUP `>` with CLAIM on one stream: claimed then new entries, each as
+    [id, fields, idle ms, delivery count]; None when there was nothing to answer."""
+    assert req.claim_ms is not None
+    found = groups.read_claiming(
+        stream,
+        group,
+        req.consumer,
+        req.claim_ms,
+        budget.count(req.count if count is None else count),
+        req.noack,
+        groups.now_ms(),
+        budget.fit if req.limits.max_size else None,
+    )
+    if not req.limits.max_size:
+        budget.fit([(e.sid, 0) for e in found])
+    if not found:
+        return None
+    changed(session, key)
+    return [[ids.fmt(e.sid), e.fields, e.idle_ms, e.delivery_count] for e in found]
+
+
+def _wake_when_claimable(session: Session, req: ReadGroupArgs, targets: list[Target]) -> None:
+    """A blocked XREADGROUP ... CLAIM: its key is woken when the first of its pending
+    entries becomes claimable (the retry then serves it, or sets the next alarm)."""
+    assert req.claim_ms is not None
+    now = groups.now_ms()
+    due = [
+        (at, t.key)
+        for t in targets
+        if t.after is None
+        and (at := groups.next_claimable_ms(t.group, req.claim_ms, now)) is not None
+    ]
+    if not due:
+        return
+    at, key = min(due)
+    node, db = session.node, session.db
+    delay = at - now + 1
+    node.timers.call_later(delay / 1000, lambda: node.keys.wake(db, key))
 
 
 def _retry_blocked(session: Session, req: ReadGroupArgs) -> Callable[[bytes], Any]:
@@ -416,10 +511,20 @@ def _retry_blocked(session: Session, req: ReadGroupArgs) -> Callable[[bytes], An
         group = stream.groups.get(req.group)
         if group is None:
             raise _nogroup("the consumer group this client was blocked on no longer exists")
+        if req.claim_ms is not None:
+            budget = req.limits.budget()
+            count = req.count or BLOCKED_COUNT_DEFAULT
+            claimed = _deliver_claiming(session, req, key, stream, group, budget, count)
+            if claimed is None:
+                _wake_when_claimable(session, req, [Target(key, stream, group, None)])
+                return None
+            return _multi_reply(session, [(key, claimed)])
         if stream.last_id <= group.last_id:
             return None
-        count = req.count or BLOCKED_COUNT_DEFAULT
-        return _multi_reply(session, [(key, _deliver(session, req, key, stream, group, count))])
+        budget = req.limits.budget()
+        count = budget.count(req.count or BLOCKED_COUNT_DEFAULT)
+        served = _deliver(session, req, key, stream, group, count, budget)
+        return _multi_reply(session, [(key, served)])
 
     return retry
 
@@ -437,10 +542,13 @@ def xreadgroup(session: Session, args: list[bytes]) -> Any:
     """Return new entries from a stream using a consumer group, or access the history
     of the pending entries for a given consumer. Can block.
 
-    XREADGROUP GROUP g c [COUNT n] [BLOCK ms] [NOACK] STREAMS key... id...
+    XREADGROUP GROUP g c [COUNT n] [MAXCOUNT n] [MAXSIZE bytes] [BLOCK ms] [NOACK]
+    [CLAIM min-idle-time] STREAMS key... id...
     `>` delivers entries after the group's cursor (pending for c unless NOACK); any
     other ID re-delivers c's own pending entries above it (an entry since deleted
-    comes as [id, nil]). Reply: [[key, [[id, fields], ...]], ...] (a map in RESP3)
+    comes as [id, nil]). With CLAIM, `>` first claims pending entries idle that long
+    (narad/streams/groups.py's read_claiming), and every entry comes as [id, fields,
+    idle ms, delivery count]. Reply: [[key, [[id, fields], ...]], ...] (a map in RESP3)
     for the streams that had something; history reads always answer. Nil when
     nothing was served and BLOCK was not given (or ran out).
     """
@@ -451,6 +559,8 @@ def xreadgroup(session: Session, args: list[bytes]) -> Any:
         return reply
     if req.block_ms is None or session.in_exec:
         return NullArray()
+    if req.claim_ms is not None:
+        _wake_when_claimable(session, req, targets)
     keys = [(session.db, key) for key in req.keys]
     return Block(keys, req.block_ms, _retry_blocked(session, req), NullArray())
 

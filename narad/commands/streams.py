@@ -457,7 +457,7 @@ def xsetid(session: Session, args: list[bytes]) -> Any:
 def xread(session: Session, args: list[bytes]) -> Any:
     """Return never seen elements in multiple streams, with IDs greater than the ones
     reported by the caller for each stream. Can block."""
-    count, block_ms, keys, id_args = parse_read_args(args)
+    count, block_ms, keys, id_args, limits = parse_read_args(args)
     starts: list[int] = []
     for key, arg in zip(keys, id_args, strict=True):
         if arg == b"$":
@@ -466,7 +466,7 @@ def xread(session: Session, args: list[bytes]) -> Any:
         else:
             starts.append(ids.parse(arg))
 
-    reply = _read_streams(session, keys, starts, count)
+    reply = _read_streams(session, keys, starts, count, limits.budget())
     if reply is not None or block_ms is None or session.in_exec:
         return reply if reply is not None else NullArray()
 
@@ -480,22 +480,84 @@ def xread(session: Session, args: list[bytes]) -> Any:
         start = starts[keys.index(key)]
         if stream is None or stream.last_id <= start:
             return None
-        found = _read_streams(session, [key], [start], count or BLOCKED_COUNT_DEFAULT)
+        budget = limits.budget()
+        found = _read_streams(session, [key], [start], count or BLOCKED_COUNT_DEFAULT, budget)
         return found if found is not None else _streams_reply(session, {key: []})
 
     return Block([(session.db, k) for k in keys], block_ms, retry, NullArray())
 
 
-def _read_streams(session: Session, keys: list[bytes], starts: list[int], count: int) -> Any:
+def _read_streams(
+    session: Session, keys: list[bytes], starts: list[int], count: int, budget: ReadBudget
+) -> Any:
     out: dict[bytes, Any] = {}
     for key, after in zip(keys, starts, strict=True):
         stream = get_stream(session, key)
-        if stream is None or after == ids.ID_MAX:
+        if stream is None or after == ids.ID_MAX or budget.spent:
             continue
-        found = stream.range(after + 1, ids.ID_MAX, count)
+        found = stream.range(after + 1, ids.ID_MAX, budget.count(count))
+        found = found[: budget.fit([(sid, fields_size(fields)) for sid, fields in found])]
         if found:
             out[key] = [entry_reply(e) for e in found]
     return _streams_reply(session, out) if out else None
+
+
+def fields_size(fields: list[bytes] | None) -> int:
+    """The bytes of an entry's fields and values (0 for a deleted one)."""
+    return sum(map(len, fields)) if fields is not None else 0
+
+
+@dataclass
+class ReadLimits:
+    """XREAD's and XREADGROUP's MAXCOUNT and MAXSIZE (Redis 8.10): bounds of the
+    whole reply, across its streams (0: none)."""
+
+    max_count: int = 0
+    max_size: int = 0
+
+    def budget(self) -> ReadBudget:
+        return ReadBudget(self.max_count, self.max_size)
+
+
+class ReadBudget:
+    """What one read may still answer under its ReadLimits. An entry's size is its
+    ID's text and its fields' and values' bytes; an entry that would take the reply
+    past MAXSIZE is left out, unless it is the first of the reply (at least one
+    entry is always answered)."""
+
+    __slots__ = ("entries_left", "served", "size_left", "spent")
+
+    def __init__(self, max_count: int, max_size: int) -> None:
+        self.entries_left = max_count or None
+        self.size_left = max_size or None
+        self.served = 0
+        self.spent = False  # a bound was reached: later streams get nothing
+
+    def count(self, count: int) -> int:
+        """The COUNT to read a stream with (0: all), within MAXCOUNT."""
+        left = self.entries_left
+        if left is None:
+            return count
+        return min(count, left) if count else left
+
+    def fit(self, sizes: list[tuple[int, int]]) -> int:
+        """How many of these entries, (ID, fields' size) in reply order, the reply
+        takes; they are counted as served."""
+        taken = 0
+        for sid, size in sizes:
+            if self.size_left is not None:
+                size += len(ids.fmt(sid))
+                if self.served and size > self.size_left:
+                    self.spent = True
+                    break
+                self.size_left -= size
+            self.served += 1
+            taken += 1
+        if self.entries_left is not None:
+            self.entries_left -= taken
+            if self.entries_left <= 0:
+                self.spent = True
+        return taken
 
 
 def _streams_reply(session: Session, found: dict[bytes, Any]) -> Any:
@@ -505,16 +567,22 @@ def _streams_reply(session: Session, found: dict[bytes, Any]) -> Any:
     return [[k, v] for k, v in found.items()]
 
 
-def parse_read_args(args: list[bytes]) -> tuple[int, int | None, list[bytes], list[bytes]]:
-    """XREAD's COUNT / BLOCK / STREAMS, checked in order as Redis does. Returns
-    (count, block_ms or None, keys, ids)."""
+def parse_read_args(
+    args: list[bytes],
+) -> tuple[int, int | None, list[bytes], list[bytes], ReadLimits]:
+    """XREAD's COUNT / MAXCOUNT / MAXSIZE / BLOCK / STREAMS, checked in order as Redis
+    does. Returns (count, block_ms or None, keys, ids, limits)."""
     count, block_ms = 0, None
+    limits = ReadLimits()
     i = 1
     while i < len(args):
         opt = args[i].lower()
         more = len(args) - 1 - i
         if opt == b"count" and more:
             count = max(parse_int(args[i + 1]), 0)
+            i += 2
+        elif opt in (b"maxcount", b"maxsize") and more:
+            parse_read_limit(limits, opt, args[i + 1])
             i += 2
         elif opt == b"block" and more:
             block_ms = parse_timeout_ms(args[i + 1])
@@ -526,8 +594,9 @@ def parse_read_args(args: list[bytes]) -> tuple[int, int | None, list[bytes], li
                     "Unbalanced XREAD list of streams: for each stream key an ID or '$' "
                     "must be specified."
                 )
+            check_read_limits(limits, count)
             half = len(rest) // 2
-            return count, block_ms, rest[:half], rest[half:]
+            return count, block_ms, rest[:half], rest[half:], limits
         elif opt == b"group" and more >= 2:
             raise CommandError(
                 "The GROUP option is only supported by XREADGROUP. You called XREAD instead."
@@ -536,9 +605,31 @@ def parse_read_args(args: list[bytes]) -> tuple[int, int | None, list[bytes], li
             raise CommandError(
                 "The NOACK option is only supported by XREADGROUP. You called XREAD instead."
             )
+        elif opt == b"claim":
+            raise CommandError(
+                "The CLAIM option is only supported by XREADGROUP. You called XREAD instead."
+            )
         else:
             raise syntax()
     raise syntax()
+
+
+def parse_read_limit(limits: ReadLimits, opt: bytes, arg: bytes) -> None:
+    """MAXCOUNT n or MAXSIZE bytes: a positive integer."""
+    name = opt.decode().upper()
+    value = parse_int(arg, f"{name} must be > 0")
+    if value <= 0:
+        raise CommandError(f"{name} must be > 0")
+    if opt == b"maxcount":
+        limits.max_count = value
+    else:
+        limits.max_size = value
+
+
+def check_read_limits(limits: ReadLimits, count: int) -> None:
+    """MAXCOUNT bounds the whole reply, COUNT each stream: MAXCOUNT may not be less."""
+    if limits.max_count and count and limits.max_count < count:
+        raise CommandError("MAXCOUNT must be greater than or equal to COUNT")
 
 
 def _xread_keys(argv: list[bytes]) -> list[tuple[int | None, int]]:

@@ -45,6 +45,11 @@ Ops (fields after the name; names are bytes, times are Unix ms):
                   ID not pending is created with count 1 first (FORCE); `last_id`
                   raises the cursor (LASTID)
 
+    greadclaim    group, consumer, now, claimed ids, last_id, entries_read|None, ids
+                  XREADGROUP `>` with CLAIM: the claimed IDs (pending, idle long
+                  enough) move to the consumer with delivery time `now` and count
+                  + 1; then the new IDs are delivered as by gdeliver
+
 Every op that names a consumer sets its seen time to the op's `now`, except
 gdelconsumer. Must never: read the clock in a handler, do I/O other than through
 `Stream`. Owned by the event loop thread, as the Stream is.
@@ -53,6 +58,7 @@ gdelconsumer. Must never: read the clock in a handler, do I/O other than through
 from __future__ import annotations
 
 import time
+from collections.abc import Callable
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, NamedTuple
 
@@ -65,6 +71,17 @@ from narad.streams.stream import Entry
 
 if TYPE_CHECKING:
     from narad.streams.stream import Stream
+
+
+# How many of a read's entries, (ID, bytes of its fields and values) in reply order,
+# the reply takes (narad/commands/streams.py's ReadBudget.fit).
+Fit = Callable[[list[tuple[int, int]]], int]
+
+
+def payload_size(payload: bytes) -> int:
+    """The bytes of the fields and values of an entry payload as stored
+    (narad/log/format.py's encode_fields: a count, then each string's size and bytes)."""
+    return len(payload) - 4 - 4 * int.from_bytes(payload[:4], "little")
 
 
 def now_ms() -> int:
@@ -144,6 +161,18 @@ def _apply_history(stream: Stream, op: list[Any]) -> None:
         entry: PendingEntry = group.pel[sid]
         entry.delivery_ms = now
         entry.delivery_count += 1
+
+
+@_op("greadclaim")
+def _apply_read_claim(stream: Stream, op: list[Any]) -> None:
+    _, name, consumer_name, now, claimed, last_id, entries_read, blob = op
+    group = _group(stream, name)
+    consumer = group._touch_consumer(consumer_name, now)
+    for sid in ids.unpack_all(claimed):
+        group._give(sid, consumer, now).delivery_count += 1
+    group.last_id = unpack_id(last_id)
+    group.entries_read = entries_read
+    group._give_new(ids.unpack_all(blob), consumer, now)
 
 
 @_op("gack")
@@ -289,14 +318,35 @@ def read_new(
 
 
 def read_new_raw(
-    stream: Stream, group: Group, consumer: bytes, count: int, noack: bool, now: int
+    stream: Stream,
+    group: Group,
+    consumer: bytes,
+    count: int,
+    noack: bool,
+    now: int,
+    fit: Fit | None = None,
 ) -> list[tuple[int, bytes]]:
-    """`read_new` with the entries' payloads as stored (Stream.range_raw)."""
+    """`read_new` with the entries' payloads as stored (Stream.range_raw). `fit`, when
+    given, says how many of the entries found the reply takes: only those are
+    delivered (XREADGROUP's MAXSIZE)."""
     found: list[tuple[int, bytes]] = []
     if group.last_id != ids.ID_MAX:
         found = stream.range_raw(group.last_id + 1, ids.ID_MAX, count)
-    last_id, entries_read = group.last_id, group.entries_read
+    if fit is not None:
+        found = found[: fit([(sid, payload_size(payload)) for sid, payload in found])]
     sids = [sid for sid, _ in found]
+    last_id, entries_read = _cursor_after(stream, group, sids)
+    delivered = b"" if noack else ids.pack_all(sids)
+    stream.log_op(
+        ["gdeliver", group.name, consumer, now, pack_id(last_id), entries_read, delivered]
+    )
+    return found
+
+
+def _cursor_after(stream: Stream, group: Group, sids: list[int]) -> tuple[int, int | None]:
+    """The group's cursor and read counter after delivering `sids` (increasing, after
+    the cursor) with `>`."""
+    last_id, entries_read = group.last_id, group.entries_read
     if sids:
         deleted = stream.max_deleted_id
         if entries_read is not None and (not deleted or sids[0] > deleted):
@@ -308,28 +358,116 @@ def read_new_raw(
             for sid in sids:
                 entries_read = counters.advance(entries_read, sid)
         last_id = sids[-1]
-    delivered = b"" if noack else ids.pack_all(sids)
+    return last_id, entries_read
+
+
+class ClaimedRead(NamedTuple):
+    """One entry of an XREADGROUP ... CLAIM reply: a claimed entry's idle time and
+    delivery count are those it had before this read; a new entry's are 0, 0."""
+
+    sid: int
+    fields: list[bytes]
+    idle_ms: int
+    delivery_count: int
+
+
+def claimable(group: Group, min_idle_ms: int, now: int) -> list[int]:
+    """The group's pending IDs idle at least `min_idle_ms`, most idle first (then in
+    ID order)."""
+    pel = group.pel
+    found = [
+        (entry.delivery_ms, sid)
+        for sid, entry in pel.items()
+        if now - entry.delivery_ms >= min_idle_ms
+    ]
+    found.sort()
+    return [sid for _, sid in found]
+
+
+def next_claimable_ms(group: Group, min_idle_ms: int, now: int) -> int | None:
+    """When the next pending entry not claimable yet becomes so with `min_idle_ms`
+    (Unix ms, after `now`); None when there is none."""
+    due = [
+        entry.delivery_ms + min_idle_ms
+        for entry in group.pel.values()
+        if entry.delivery_ms + min_idle_ms > now
+    ]
+    return min(due) if due else None
+
+
+def read_claiming(
+    stream: Stream,
+    group: Group,
+    consumer: bytes,
+    min_idle_ms: int,
+    count: int,
+    noack: bool,
+    now: int,
+    fit: Fit | None = None,
+) -> list[ClaimedRead]:
+    """XREADGROUP `>` with CLAIM: first the pending entries idle at least
+    `min_idle_ms` (any owner, most idle first; entries no longer in the stream are
+    passed over), claimed by `consumer`; then new entries, as `read_new` delivers
+    them; at most `count` (0: all) in all, and as many as `fit` takes. NOACK applies
+    to the new entries only. One op; none when there is nothing to answer."""
+    out: list[ClaimedRead] = []
+    pel = group.pel
+    for sid in claimable(group, min_idle_ms, now):
+        if count and len(out) == count:
+            break
+        entry = stream.entry(sid)
+        if entry is None:
+            continue
+        pending = pel[sid]
+        out.append(ClaimedRead(sid, entry[1], now - pending.delivery_ms, pending.delivery_count))
+    claimed = len(out)
+    if (not count or claimed < count) and group.last_id != ids.ID_MAX:
+        left = count - claimed if count else 0
+        found = stream.range(group.last_id + 1, ids.ID_MAX, left)
+        out += [ClaimedRead(sid, fields, 0, 0) for sid, fields in found]
+    if fit is not None:
+        out = out[: fit([(e.sid, sum(map(len, e.fields))) for e in out])]
+    if not out:
+        return out
+    claimed = min(claimed, len(out))
+    new = [e.sid for e in out[claimed:]]
+    last_id, entries_read = _cursor_after(stream, group, new)
     stream.log_op(
-        ["gdeliver", group.name, consumer, now, pack_id(last_id), entries_read, delivered]
+        [
+            "greadclaim",
+            group.name,
+            consumer,
+            now,
+            ids.pack_all([e.sid for e in out[:claimed]]),
+            pack_id(last_id),
+            entries_read,
+            b"" if noack else ids.pack_all(new),
+        ]
     )
-    return found
+    return out
 
 
 def read_history(
-    stream: Stream, group: Group, consumer: bytes, after: int, count: int, now: int
+    stream: Stream,
+    group: Group,
+    consumer: bytes,
+    after: int,
+    count: int,
+    now: int,
+    fit: Fit | None = None,
 ) -> list[tuple[int, list[bytes] | None]]:
     """XREADGROUP with an ID: the consumer's pending entries above `after`, at most
     `count` (0: all); fields are None for an entry no longer in the stream. Entries
-    still there count as delivered again."""
+    still there count as delivered again. `fit` as for `read_new_raw`."""
     owner = group.consumers.get(consumer)
     sids = [] if owner is None else group.first_owned(owner, count, after + 1)
     out: list[tuple[int, list[bytes] | None]] = []
-    again: list[int] = []
     for sid in sids:
         entry = stream.entry(sid)
         out.append((sid, None if entry is None else entry[1]))
-        if entry is not None:
-            again.append(sid)
+    if fit is not None:
+        out = out[: fit([(sid, sum(map(len, f)) if f else 0) for sid, f in out])]
+    again = [sid for sid, fields in out if fields is not None]
     stream.log_op(["ghistory", group.name, consumer, now, ids.pack_all(again)])
     return out
 

@@ -22,6 +22,12 @@ def call(r: redis.Redis, *args: Any) -> Any:
     return r.execute_command(*args)
 
 
+def wire(r: redis.Redis, *args: Any) -> Any:
+    """The reply as the wire has it (redis-py reshapes XREADGROUP's and XPENDING's)."""
+    with Raw(r.connection_pool.connection_kwargs["port"]) as conn:
+        return conn.call(*args)
+
+
 def error_of(r: redis.Redis, *args: Any) -> str:
     with pytest.raises(redis.ResponseError) as err:
         r.execute_command(*args)
@@ -286,11 +292,11 @@ def test_redis_py_methods(r: redis.Redis) -> None:
     assert r.xtrim("s", maxlen=0, approximate=False, ref_policy="DELREF") == 1
 
 
-KEYS = ("x", "y", "z")
+KEYS = ("x", "y", "z", "w")
 
 
 def write_new_ops(c: redis.Redis) -> None:
-    """Every state op the Redis 8 commands write, on streams x, y, z."""
+    """Every state op the Redis 8 commands write, on streams x, y, z, w."""
     for key in KEYS:
         two_groups_reading(c, key, n=20)
     c.execute_command("XDELEX", "x", "DELREF", "IDS", "3", "1-0", "5-0", "7-0")
@@ -303,6 +309,12 @@ def write_new_ops(c: redis.Redis) -> None:
     c.execute_command("XACK", "z", "group2", *[f"{i}-0" for i in range(1, 8)], "9-0")
     c.execute_command("XTRIM", "z", "MAXLEN", "5", "ACKED")
     c.execute_command("XADD", "z", "MAXLEN", "8", "DELREF", "21-0", "f", "v")
+    c.execute_command("XADD", "w", "21-0", "f", "v")
+    for group, noack in (("group1", ()), ("group2", ("NOACK",))):
+        c.execute_command(
+            "XREADGROUP", "GROUP", group, "c9", "COUNT", "22", *noack, "CLAIM", "0",
+            "STREAMS", "w", ">",
+        )
 
 
 def state_of(port: int) -> Any:
@@ -322,3 +334,209 @@ def test_new_ops_survive_kill_9(narad: NaradProcess) -> None:
     narad.kill()
     narad.start()
     assert state_of(narad.port) == before
+
+
+# -- MAXCOUNT / MAXSIZE on XREAD and XREADGROUP --------------------------------------
+
+
+def entry_count(reply: Any) -> int:
+    return sum(len(entries) for _, entries in reply or [])
+
+
+def three_streams(r: redis.Redis, n: int = 100) -> None:
+    for key in ("s1", "s2", "s3"):
+        for i in range(1, n + 1):
+            call(r, "XADD", key, f"{i}-0", "f", "v")
+
+
+@pytest.mark.parametrize("read", [["XREAD"], ["XREADGROUP", "GROUP", "g", "c"]])
+def test_maxcount_maxsize_errors(r: redis.Redis, read: list[str]) -> None:
+    tail = ["STREAMS", "s", "0" if read == ["XREAD"] else ">"]
+    for value in ("0", "-1", "x"):
+        assert error_of(r, *read, "MAXCOUNT", value, *tail) == "MAXCOUNT must be > 0"
+        assert error_of(r, *read, "MAXSIZE", value, *tail) == "MAXSIZE must be > 0"
+    assert error_of(r, *read, "COUNT", "5", "MAXCOUNT", "3", *tail) == (
+        "MAXCOUNT must be greater than or equal to COUNT"
+    )
+    assert error_of(r, *read, "MAXCOUNT", "3", "COUNT", "5", *tail) == (
+        "MAXCOUNT must be greater than or equal to COUNT"
+    )
+
+
+def test_xread_maxcount_is_cumulative(r: redis.Redis) -> None:
+    three_streams(r)
+    streams = ["STREAMS", "s1", "s2", "s3", "0", "0", "0"]
+    assert entry_count(call(r, "XREAD", "COUNT", "50", *streams)) == 150
+    got = call(r, "XREAD", "COUNT", "50", "MAXCOUNT", "80", *streams)
+    assert [(k, len(e)) for k, e in got] == [(b"s1", 50), (b"s2", 30)]
+    got = call(r, "XREAD", "MAXCOUNT", "7", *streams)
+    assert [(k, len(e)) for k, e in got] == [(b"s1", 7)]
+    assert entry_count(call(r, "XREAD", "MAXCOUNT", "5", "MAXSIZE", "100000", *streams)) == 5
+    assert entry_count(call(r, "XREAD", "COUNT", "3", "MAXCOUNT", "4", *streams)) == 4
+
+
+def test_maxsize_always_answers_one_entry(r: redis.Redis) -> None:
+    call(r, "XADD", "big", "1-0", "f", "x" * 1000)
+    call(r, "XADD", "big", "2-0", "f", "y")
+    assert entry_count(call(r, "XREAD", "MAXSIZE", "1", "STREAMS", "big", "0")) == 1
+    # An entry counts its ID and its fields' and values' bytes: 3 + 1001, then 3 + 2.
+    assert entry_count(call(r, "XREAD", "MAXSIZE", "1008", "STREAMS", "big", "0")) == 1
+    assert entry_count(call(r, "XREAD", "MAXSIZE", "1009", "STREAMS", "big", "0")) == 2
+    assert entry_count(call(r, "XREAD", "MAXSIZE", "65536", "STREAMS", "big", "0")) == 2
+
+
+def test_xreadgroup_delivers_only_what_it_answers(r: redis.Redis) -> None:
+    three_streams(r, n=3)
+    for key in ("s1", "s2", "s3"):
+        call(r, "XGROUP", "CREATE", key, "g", "0")
+    streams = ["STREAMS", "s1", "s2", "s3", ">", ">", ">"]
+    got = call(r, "XREADGROUP", "GROUP", "g", "c", "COUNT", "3", "MAXCOUNT", "4", *streams)
+    assert [(k, len(e)) for k, e in got] == [(b"s1", 3), (b"s2", 1)]
+    assert [r.xpending(k, "g")["pending"] for k in ("s1", "s2", "s3")] == [3, 1, 0]
+    # MAXSIZE: 2-0 of s2 is 3 + 2 bytes; the second entry would pass 7.
+    got = call(r, "XREADGROUP", "GROUP", "g", "c", "MAXSIZE", "7", *streams)
+    assert [(k, [e[0] for e in entries]) for k, entries in got] == [(b"s2", [b"2-0"])]
+    assert [r.xpending(k, "g")["pending"] for k in ("s1", "s2", "s3")] == [3, 2, 0]
+    assert r.xinfo_groups("s2")[0]["last-delivered-id"] == b"2-0"
+    # History reads are bounded too, and always answer their stream.
+    history = ["STREAMS", "s1", "s2", "0", "0"]
+    got = call(r, "XREADGROUP", "GROUP", "g", "c", "MAXCOUNT", "2", *history)
+    assert [(k, len(e)) for k, e in got] == [(b"s1", 2), (b"s2", 0)]
+    assert r.xreadgroup("g", "c", {"s3": ">"}, max_count=1) == [[b"s3", [(b"1-0", {b"f": b"v"})]]]
+    entries = [(b"1-0", {b"f": b"v"}), (b"2-0", {b"f": b"v"})]
+    assert r.xread({"s3": 0}, count=2, max_count=3) == [[b"s3", entries]]
+
+
+# -- XREADGROUP ... CLAIM -------------------------------------------------------------
+
+
+def age(r: redis.Redis, key: str, group: str, consumer: str, idle_ms: int, *sids: str) -> None:
+    """Make pending entries look idle for `idle_ms` (XCLAIM IDLE, count unchanged)."""
+    wire(r, "XCLAIM", key, group, consumer, "0", *sids, "IDLE", str(idle_ms), "JUSTID")
+
+
+def claim_read(r: redis.Redis, *args: str, key: str = "s") -> Any:
+    return wire(r, "XREADGROUP", "GROUP", "g", *args, "STREAMS", key, ">")
+
+
+def test_claim_argument_errors(r: redis.Redis) -> None:
+    call(r, "XADD", "s", "1-0", "f", "v")
+    call(r, "XGROUP", "CREATE", "s", "g", "0")
+    read = ["XREADGROUP", "GROUP", "g", "c", "CLAIM"]
+    for value in ("test", "5.5", "10e", "+10", "-0", "COUNT"):
+        assert error_of(r, *read, value, "STREAMS", "s", ">") == "min-idle-time is not an integer"
+    for value in ("-10", "-42"):
+        assert error_of(r, *read, value, "STREAMS", "s", ">") == (
+            "min-idle-time must be a positive integer"
+        )
+    assert error_of(r, "XREADGROUP", "CLAIM", "GROUP", "g", "c", "STREAMS", "s", ">") == (
+        "min-idle-time is not an integer"
+    )
+    assert error_of(r, "XREADGROUP", "GROUP", "g", "CLAIM", "50", "c", "STREAMS", "s", ">") == (
+        "syntax error"
+    )
+    assert error_of(r, "XREADGROUP", "GROUP", "g", "c", "STREAMS", "s", "CLAIM", ">").startswith(
+        "Unbalanced"
+    )
+    assert error_of(r, "XREAD", "CLAIM", "10", "STREAMS", "s", "0") == (
+        "The CLAIM option is only supported by XREADGROUP. You called XREAD instead."
+    )
+    nogroup = ["XREADGROUP", "GROUP", "nogroup", "c", "CLAIM", "5", "STREAMS", "s", ">"]
+    assert error_of(r, *nogroup) == (
+        "NOGROUP No such key 's' or consumer group 'nogroup' in XREADGROUP with GROUP option"
+    )
+
+
+def test_claim_then_new_entries_with_idle_and_count(r: redis.Redis) -> None:
+    for i in range(1, 4):
+        call(r, "XADD", "s", f"{i}-0", "f", f"v{i}")
+    call(r, "XGROUP", "CREATE", "s", "g", "0")
+    call(r, "XREADGROUP", "GROUP", "g", "c1", "COUNT", "2", "STREAMS", "s", ">")
+    assert claim_read(r, "c2", "CLAIM", "100000") == [
+        [b"s", [[b"3-0", [b"f", b"v3"], 0, 0]]]
+    ]
+    age(r, "s", "g", "c1", 200_000, "1-0")
+    age(r, "s", "g", "c1", 300_000, "2-0")
+    call(r, "XADD", "s", "4-0", "f", "v4")
+    got = claim_read(r, "c2", "COUNT", "2", "CLAIM", "100000")
+    # Most idle first, then the new entry would come, but COUNT 2 is shared.
+    assert [(e[0], e[3]) for e in got[0][1]] == [(b"2-0", 1), (b"1-0", 1)]
+    assert all(isinstance(e[2], int) and e[2] >= 200_000 for e in got[0][1])
+    pending = wire(r, "XPENDING", "s", "g", "-", "+", "10")
+    assert [(p[0], p[1], p[3]) for p in pending] == [
+        (b"1-0", b"c2", 2),
+        (b"2-0", b"c2", 2),
+        (b"3-0", b"c2", 1),
+    ]
+    assert claim_read(r, "c3", "CLAIM", "100000") == [[b"s", [[b"4-0", [b"f", b"v4"], 0, 0]]]]
+    assert claim_read(r, "c3", "CLAIM", "100000") is None
+    # With min-idle-time 0 everything pending is claimable at once.
+    got = claim_read(r, "c4", "CLAIM", "0")
+    assert sorted(e[0] for e in got[0][1]) == [b"1-0", b"2-0", b"3-0", b"4-0"]
+
+
+def test_claim_with_noack_claims_but_does_not_add(r: redis.Redis) -> None:
+    call(r, "XADD", "s", "1-0", "f", "v1")
+    call(r, "XADD", "s", "2-0", "f", "v2")
+    call(r, "XGROUP", "CREATE", "s", "g", "0")
+    call(r, "XREADGROUP", "GROUP", "g", "c1", "COUNT", "1", "STREAMS", "s", ">")
+    got = claim_read(r, "c1", "NOACK", "CLAIM", "0")
+    assert [(e[0], e[2:]) for e in got[0][1]] == [(b"1-0", got[0][1][0][2:]), (b"2-0", [0, 0])]
+    assert r.xpending("s", "g")["pending"] == 1
+    got = claim_read(r, "c1", "NOACK", "CLAIM", "0")
+    assert [e[0] for e in got[0][1]] == [b"1-0"] and got[0][1][0][3] == 2
+
+
+def test_claim_passes_over_deleted_entries_and_ignores_history_reads(r: redis.Redis) -> None:
+    for i in range(1, 4):
+        call(r, "XADD", "s", f"{i}-0", "f", f"v{i}")
+    call(r, "XGROUP", "CREATE", "s", "g", "0")
+    call(r, "XREADGROUP", "GROUP", "g", "c1", "STREAMS", "s", ">")
+    call(r, "XDEL", "s", "2-0")
+    got = claim_read(r, "c2", "CLAIM", "0")
+    assert [e[0] for e in got[0][1]] == [b"1-0", b"3-0"]
+    history = wire(r, "XREADGROUP", "GROUP", "g", "c1", "CLAIM", "0", "STREAMS", "s", "0")
+    assert history == [[b"s", [[b"2-0", None]]]]
+
+
+def test_claim_through_redis_py(r: redis.Redis) -> None:
+    call(r, "XADD", "s", "1-0", "f", "v1")
+    call(r, "XADD", "s", "2-0", "f", "v2")
+    r.xgroup_create("s", "g", 0)
+    r.xreadgroup("g", "c1", {"s": ">"}, count=1)
+    age(r, "s", "g", "c1", 60_000, "1-0")
+    got = r.xreadgroup("g", "c2", {"s": ">"}, claim_min_idle_time=50_000)
+    ((key, entries),) = got
+    assert key == b"s"
+    assert [(e[0], e[1], e[3]) for e in entries] == [
+        (b"1-0", {b"f": b"v1"}, 1),
+        (b"2-0", {b"f": b"v2"}, 0),
+    ]
+    assert entries[0][2] >= 60_000 and entries[1][2] == 0
+
+
+def test_blocked_claim_wakes_when_an_entry_becomes_claimable(shared_narad: NaradProcess) -> None:
+    r = shared_narad.client()
+    r.flushall()
+    call(r, "XADD", "s", "1-0", "f", "v1")
+    call(r, "XGROUP", "CREATE", "s", "g", "0")
+    call(r, "XREADGROUP", "GROUP", "g", "c1", "STREAMS", "s", ">")
+    with Raw(shared_narad.port, timeout=30) as blocked:
+        blocked.send_command("XREADGROUP", "GROUP", "g", "c2", "BLOCK", "0", "CLAIM", "300",
+                             "STREAMS", "s", ">")
+        got = blocked.read()  # nothing else happens: only the alarm can serve it
+    assert got[0][0] == b"s" and got[0][1][0][0] == b"1-0" and got[0][1][0][3] == 1
+    assert r.xpending_range("s", "g", "-", "+", 1)[0]["consumer"] == b"c2"
+    # A new entry serves a blocked CLAIM reader as any blocked reader.
+    with Raw(shared_narad.port, timeout=30) as blocked:
+        blocked.send_command("XREADGROUP", "GROUP", "g", "c3", "BLOCK", "0", "CLAIM", "3600000",
+                             "STREAMS", "s", ">")
+        wait_blocked(r, 1)
+        call(r, "XADD", "s", "2-0", "f", "v2")
+        assert blocked.read() == [[b"s", [[b"2-0", [b"f", b"v2"], 0, 0]]]]
+
+
+def wait_blocked(r: redis.Redis, count: int) -> None:
+    from tests.servers import wait_until
+
+    wait_until(lambda: r.info("clients")["blocked_clients"] == count)
