@@ -625,6 +625,68 @@ def xackdel(session: Session, args: list[bytes]) -> Any:
     return out
 
 
+@command(
+    "xnack",
+    -7,
+    "write fast",
+    (1, 1, 1),
+    "stream",
+    since="8.8.0",
+    complexity="O(1) for each message ID processed.",
+)
+def xnack(session: Session, args: list[bytes]) -> Any:
+    """Releases pending messages back to the group's PEL without acknowledging them,
+    making them available for re-delivery.
+
+    XNACK key group SILENT|FAIL|FATAL IDS numids id... [RETRYCOUNT n] [FORCE] -> how
+    many pending entries were released (pending for nobody, claimable at once; a
+    blocked XREADGROUP ... CLAIM on the key is woken). 0 for a missing key or group.
+    """
+    mode = args[3].lower().decode(errors="replace")
+    if mode not in groups.NACK_MODES:
+        raise syntax()
+    sids: list[int] | None = None
+    retry_count: int | None = None
+    force = False
+    i = 4
+    while i < len(args):
+        opt = args[i].lower()
+        if opt == b"ids" and i + 1 < len(args) and sids is None:
+            _, sids = parse_delete_args(args[: i + 2 + _numids(args, i)], i)
+            i += 2 + len(sids)
+        elif opt == b"retrycount" and i + 1 < len(args):
+            retry_count = parse_int(args[i + 1], "Invalid RETRYCOUNT option argument for XNACK")
+            if retry_count < 0:
+                raise CommandError("Invalid RETRYCOUNT option argument for XNACK")
+            i += 2
+        elif opt == b"force":
+            force = True
+            i += 1
+        else:
+            raise syntax()
+    if sids is None:
+        raise syntax()
+    stream = _stream(session, args[1])
+    group = stream.groups.get(args[2]) if stream is not None else None
+    if stream is None or group is None:
+        return 0
+    released = groups.nack(stream, group, sids, mode, retry_count, force)
+    if released:
+        changed(session, args[1])
+        session.node.keys.wake(session.db, args[1])  # XREADGROUP ... CLAIM may take them
+    return released
+
+
+def _numids(args: list[bytes], i: int) -> int:
+    """The numids of the IDS block at args[i], checked as XDELEX checks it."""
+    count = parse_int(args[i + 1], "Number of IDs must be a positive integer")
+    if count < 1:
+        raise CommandError("Number of IDs must be a positive integer")
+    if count > len(args) - i - 2:
+        raise CommandError("The `numids` parameter must match the number of arguments")
+    return count
+
+
 # -- XPENDING --------------------------------------------------------------------------------
 
 
@@ -702,10 +764,10 @@ def _pending_entries(group: Group, opts: PendingArgs, now: int) -> list[Any]:
         return out
     for sid in group.pending_ids(opts.low, opts.high, consumer):
         entry = group.pel[sid]
-        idle = now - entry.delivery_ms
+        idle = -1 if sid in group.nacked else max(now - entry.delivery_ms, 0)
         if opts.min_idle_ms and idle < opts.min_idle_ms:
             continue
-        out.append([ids.fmt(sid), entry.consumer.name, max(idle, 0), entry.delivery_count])
+        out.append([ids.fmt(sid), entry.consumer.name, idle, entry.delivery_count])
         if len(out) == opts.count:
             break
     return out
@@ -1017,6 +1079,7 @@ def _full_group(group: Group, counters: Counters, count: int) -> dict[str, Any]:
         "entries-read": group.entries_read,
         "lag": counters.lag(group),
         "pel-count": len(group.pel),
+        "nacked-count": len(group.nacked),
         "pending": pending,
         "consumers": [_full_consumer(group, c, count) for c in group.sorted_consumers()],
     }

@@ -50,6 +50,11 @@ Ops (fields after the name; names are bytes, times are Unix ms):
                   enough) move to the consumer with delivery time `now` and count
                   + 1; then the new IDs are delivered as by gdeliver
 
+    gnack         group, ids, delivery counts
+                  XNACK: each ID (pending, or created if not: FORCE) becomes pending
+                  for nobody with delivery time 0 and the count given, at the end
+                  of the group's nack zone (narad/streams/pel.py's Group)
+
 Every op that names a consumer sets its seen time to the op's `now`, except
 gdelconsumer. Must never: read the clock in a handler, do I/O other than through
 `Stream`. Owned by the event loop thread, as the Stream is.
@@ -82,6 +87,10 @@ def payload_size(payload: bytes) -> int:
     """The bytes of the fields and values of an entry payload as stored
     (narad/log/format.py's encode_fields: a count, then each string's size and bytes)."""
     return len(payload) - 4 - 4 * int.from_bytes(payload[:4], "little")
+
+
+# The largest delivery count (XNACK FATAL's); counting on from it stays there.
+INT64_MAX = (1 << 63) - 1
 
 
 def now_ms() -> int:
@@ -169,10 +178,19 @@ def _apply_read_claim(stream: Stream, op: list[Any]) -> None:
     group = _group(stream, name)
     consumer = group._touch_consumer(consumer_name, now)
     for sid in ids.unpack_all(claimed):
-        group._give(sid, consumer, now).delivery_count += 1
+        entry = group._give(sid, consumer, now)
+        entry.delivery_count = min(entry.delivery_count + 1, INT64_MAX)
     group.last_id = unpack_id(last_id)
     group.entries_read = entries_read
     group._give_new(ids.unpack_all(blob), consumer, now)
+
+
+@_op("gnack")
+def _apply_nack(stream: Stream, op: list[Any]) -> None:
+    _, name, blob, counts = op
+    group = _group(stream, name)
+    for sid, count in zip(ids.unpack_all(blob), counts, strict=True):
+        group._nack(sid, count)
 
 
 @_op("gack")
@@ -198,7 +216,7 @@ def _apply_claim(stream: Stream, op: list[Any]) -> None:
         if retry_count is not None:
             entry.delivery_count = retry_count
         elif increment:
-            entry.delivery_count += 1
+            entry.delivery_count = min(entry.delivery_count + 1, INT64_MAX)
 
 
 # -- the stream's counters: read counter and lag as Redis 7.0 estimates them ---------------
@@ -372,16 +390,51 @@ class ClaimedRead(NamedTuple):
 
 
 def claimable(group: Group, min_idle_ms: int, now: int) -> list[int]:
-    """The group's pending IDs idle at least `min_idle_ms`, most idle first (then in
-    ID order)."""
-    pel = group.pel
+    """The group's pending IDs a claim with `min_idle_ms` may take: the nacked ones
+    first (in the order they were nacked, whatever their idle time), then those
+    idle at least that long, most idle first (then in ID order)."""
+    nacked = group.nacked
     found = [
         (entry.delivery_ms, sid)
-        for sid, entry in pel.items()
-        if now - entry.delivery_ms >= min_idle_ms
+        for sid, entry in group.pel.items()
+        if now - entry.delivery_ms >= min_idle_ms and sid not in nacked
     ]
     found.sort()
-    return [sid for _, sid in found]
+    return [*nacked, *(sid for _, sid in found)]
+
+
+NACK_MODES = ("silent", "fail", "fatal")
+
+
+def nack(
+    stream: Stream,
+    group: Group,
+    sids: list[int],
+    mode: str,
+    retry_count: int | None,
+    force: bool,
+) -> int:
+    """XNACK: release each of `sids` pending in `group` to nobody, its delivery count
+    one less (SILENT), the same (FAIL), INT64_MAX (FATAL) or `retry_count`; with
+    `force`, an ID not pending whose entry is in the stream becomes pending so, its
+    count 0 (INT64_MAX for FATAL, or `retry_count`). How many were released."""
+    released: dict[int, int] = {}
+    for sid in sids:
+        entry = group.pel.get(sid)
+        if entry is not None:
+            count = released.get(sid, entry.delivery_count)
+            if mode == "silent":
+                count = max(count - 1, 0)
+            elif mode == "fatal":
+                count = INT64_MAX
+        elif force and (sid in released or stream.offset_of(sid) is not None):
+            count = INT64_MAX if mode == "fatal" else 0
+        else:
+            continue
+        released[sid] = count if retry_count is None else retry_count
+    if released:
+        stream.log_op(["gnack", group.name, ids.pack_all(list(released)), list(released.values())])
+    return len(released)
 
 
 def next_claimable_ms(group: Group, min_idle_ms: int, now: int) -> int | None:
@@ -419,7 +472,8 @@ def read_claiming(
         if entry is None:
             continue
         pending = pel[sid]
-        out.append(ClaimedRead(sid, entry[1], now - pending.delivery_ms, pending.delivery_count))
+        idle = -1 if sid in group.nacked else now - pending.delivery_ms
+        out.append(ClaimedRead(sid, entry[1], idle, pending.delivery_count))
     claimed = len(out)
     if (not count or claimed < count) and group.last_id != ids.ID_MAX:
         left = count - claimed if count else 0
@@ -510,7 +564,12 @@ def claim(
         if not pending and not opts.force:
             continue
         delivered = seen.get(sid, entry.delivery_ms if entry else None)
-        if delivered is not None and opts.min_idle_ms and now - delivered < opts.min_idle_ms:
+        if (
+            delivered is not None
+            and opts.min_idle_ms
+            and now - delivered < opts.min_idle_ms
+            and (sid in seen or sid not in group.nacked)  # nacked: claimable at once
+        ):
             continue
         claimed.append(sid)
         seen[sid] = opts.delivery_ms
@@ -572,7 +631,11 @@ def autoclaim(
             deleted.append(sid)
             count -= 1
             continue
-        if min_idle_ms and now - group.pel[sid].delivery_ms < min_idle_ms:
+        if (
+            min_idle_ms
+            and now - group.pel[sid].delivery_ms < min_idle_ms
+            and sid not in group.nacked
+        ):
             continue
         claimed.append(sid)
         count -= 1

@@ -407,6 +407,7 @@ def test_command_shapes(shared_narad: NaradProcess) -> None:
 REDIS_8_STREAM_COMMANDS = {
     b"xdelex": [-5, [b"write", b"fast"], 1, 1, 1, [b"@write", b"@stream", b"@fast"]],
     b"xackdel": [-6, [b"write", b"fast"], 1, 1, 1, [b"@write", b"@stream", b"@fast"]],
+    b"xnack": [-7, [b"write", b"fast"], 1, 1, 1, [b"@write", b"@stream", b"@fast"]],
 }
 # Narad's commands that Redis 7.0 lacks (Redis 7.2 has the first ones; redis-py
 # sends SETINFO).

@@ -292,11 +292,11 @@ def test_redis_py_methods(r: redis.Redis) -> None:
     assert r.xtrim("s", maxlen=0, approximate=False, ref_policy="DELREF") == 1
 
 
-KEYS = ("x", "y", "z", "w")
+KEYS = ("x", "y", "z", "w", "v")
 
 
 def write_new_ops(c: redis.Redis) -> None:
-    """Every state op the Redis 8 commands write, on streams x, y, z, w."""
+    """Every state op the Redis 8 commands write, on streams x, y, z, w, v."""
     for key in KEYS:
         two_groups_reading(c, key, n=20)
     c.execute_command("XDELEX", "x", "DELREF", "IDS", "3", "1-0", "5-0", "7-0")
@@ -315,6 +315,12 @@ def write_new_ops(c: redis.Redis) -> None:
             "XREADGROUP", "GROUP", group, "c9", "COUNT", "22", *noack, "CLAIM", "0",
             "STREAMS", "w", ">",
         )
+    c.execute_command("XNACK", "v", "group1", "SILENT", "IDS", "2", "5-0", "3-0")
+    c.execute_command("XNACK", "v", "group2", "FATAL", "IDS", "1", "4-0", "RETRYCOUNT", "9")
+    c.execute_command("XACK", "v", "group1", "1-0", "2-0")
+    c.execute_command("XNACK", "v", "group1", "FAIL", "IDS", "2", "1-0", "2-0", "FORCE")
+    c.execute_command("XREADGROUP", "GROUP", "group1", "c9", "COUNT", "1", "CLAIM", "0",
+                      "STREAMS", "v", ">")
 
 
 def state_of(port: int) -> Any:
@@ -540,3 +546,118 @@ def wait_blocked(r: redis.Redis, count: int) -> None:
     from tests.servers import wait_until
 
     wait_until(lambda: r.info("clients")["blocked_clients"] == count)
+
+
+# -- XNACK ----------------------------------------------------------------------------
+
+
+INT64_MAX = (1 << 63) - 1
+
+
+def nack_setup(r: redis.Redis, n: int = 3) -> None:
+    for i in range(1, n + 1):
+        call(r, "XADD", "s", f"{i}-0", "f", f"v{i}")
+    call(r, "XGROUP", "CREATE", "s", "g", "0")
+    call(r, "XREADGROUP", "GROUP", "g", "c1", "STREAMS", "s", ">")
+
+
+def test_xnack_argument_errors(r: redis.Redis) -> None:
+    nack_setup(r)
+    assert "wrong number of arguments for 'xnack' command" in error_of(
+        r, "XNACK", "s", "g", "FAIL", "IDS", "1"
+    )
+    assert error_of(r, "XNACK", "s", "g", "MAYBE", "IDS", "1", "1-0") == "syntax error"
+    assert error_of(r, "XNACK", "s", "g", "FAIL", "IDS", "0", "1-0") == (
+        "Number of IDs must be a positive integer"
+    )
+    assert error_of(r, "XNACK", "s", "g", "FAIL", "IDS", "3", "1-0", "2-0") == (
+        "The `numids` parameter must match the number of arguments"
+    )
+    assert error_of(r, "XNACK", "s", "g", "FAIL", "IDS", "1", "1-0", "BOGUS") == "syntax error"
+    assert error_of(r, "XNACK", "s", "g", "FAIL", "IDS", "1", "1-0", "RETRYCOUNT", "-1") == (
+        "Invalid RETRYCOUNT option argument for XNACK"
+    )
+    assert error_of(r, "XNACK", "s", "g", "FAIL", "IDS", "1", "x-y") == (
+        "Invalid stream ID specified as stream command argument"
+    )
+    assert r.xpending("s", "g")["consumers"] == [{"name": b"c1", "pending": 3}]
+
+
+def test_xnack_modes_and_what_xpending_shows(r: redis.Redis) -> None:
+    nack_setup(r)
+    wire(r, "XCLAIM", "s", "g", "c1", "0", "1-0", "2-0", "3-0", "RETRYCOUNT", "4", "JUSTID")
+    assert call(r, "XNACK", "s", "g", "SILENT", "IDS", "2", "1-0", "9-0") == 1
+    assert call(r, "XNACK", "s", "g", "FAIL", "IDS", "1", "3-0") == 1
+    pending = wire(r, "XPENDING", "s", "g", "-", "+", "10")
+    assert pending == [
+        [b"1-0", b"", -1, 3],
+        [b"2-0", b"c1", pending[1][2], 4],
+        [b"3-0", b"", -1, 4],
+    ]
+    assert call(r, "XNACK", "s", "g", "FATAL", "IDS", "1", "2-0") == 1
+    assert wire(r, "XPENDING", "s", "g", "2-0", "2-0", "1") == [[b"2-0", b"", -1, INT64_MAX]]
+    assert call(r, "XNACK", "s", "g", "FAIL", "IDS", "1", "2-0", "RETRYCOUNT", "7") == 1
+    summary = wire(r, "XPENDING", "s", "g")
+    assert summary[:3] == [3, b"1-0", b"3-0"]
+    group = r.xinfo_stream("s", full=True)["groups"][0]
+    assert group["nacked-count"] == 3 and group["pel-count"] == 3
+    assert [p[1:] for p in wire(r, "XINFO", "STREAM", "s", "FULL")[-1][0][-3]] == [
+        [b"", 0, 3],
+        [b"", 0, 7],
+        [b"", 0, 4],
+    ]
+    # Not pending, or no such key or group: nothing to release.
+    assert call(r, "XNACK", "s", "nogroup", "FAIL", "IDS", "1", "1-0") == 0
+    assert call(r, "XNACK", "nokey", "g", "FAIL", "IDS", "1", "1-0") == 0
+    call(r, "XACK", "s", "g", "1-0")
+    assert call(r, "XNACK", "s", "g", "FAIL", "IDS", "1", "1-0") == 0
+    assert r.xinfo_stream("s", full=True)["groups"][0]["nacked-count"] == 2
+
+
+def test_xnack_force_creates_unowned_entries(r: redis.Redis) -> None:
+    call(r, "XADD", "s", "1-0", "f", "v")
+    call(r, "XADD", "s", "2-0", "f", "v")
+    call(r, "XGROUP", "CREATE", "s", "g", "$")
+    assert call(r, "XNACK", "s", "g", "FAIL", "IDS", "3", "1-0", "2-0", "7-0", "FORCE") == 2
+    assert call(r, "XNACK", "s", "g", "FATAL", "FORCE", "IDS", "1", "1-0") == 1
+    assert [p[3] for p in wire(r, "XPENDING", "s", "g", "-", "+", "10")] == [INT64_MAX, 0]
+    call(r, "XDEL", "s", "2-0")
+    assert call(r, "XNACK", "s", "g", "FAIL", "IDS", "1", "3-0", "FORCE") == 0
+
+
+def test_nacked_entries_are_claimable_at_once_in_nack_order(r: redis.Redis) -> None:
+    nack_setup(r, n=4)
+    assert call(r, "XNACK", "s", "g", "SILENT", "IDS", "2", "3-0", "1-0") == 2
+    got = claim_read(r, "c2", "CLAIM", "3600000")
+    # The nack zone first, in nack order; 2-0 and 4-0 are not idle long enough.
+    assert [(e[0], e[2], e[3]) for e in got[0][1]] == [(b"3-0", -1, 0), (b"1-0", -1, 0)]
+    assert r.xinfo_stream("s", full=True)["groups"][0]["nacked-count"] == 0
+    call(r, "XNACK", "s", "g", "FAIL", "IDS", "2", "2-0", "4-0")
+    assert wire(r, "XCLAIM", "s", "g", "c3", "3600000", "2-0", "JUSTID") == [b"2-0"]
+    assert wire(r, "XAUTOCLAIM", "s", "g", "c4", "3600000", "0", "JUSTID") == [b"0-0", [b"4-0"], []]
+    owners = [(p[0], p[1]) for p in wire(r, "XPENDING", "s", "g", "-", "+", "10")]
+    assert owners == [(b"1-0", b"c2"), (b"2-0", b"c3"), (b"3-0", b"c2"), (b"4-0", b"c4")]
+
+
+def test_xnack_wakes_a_blocked_claim_reader(shared_narad: NaradProcess) -> None:
+    r = shared_narad.client()
+    r.flushall()
+    nack_setup(r, n=1)
+    with Raw(shared_narad.port, timeout=30) as blocked:
+        blocked.send_command("XREADGROUP", "GROUP", "g", "c2", "BLOCK", "0", "CLAIM", "3600000",
+                             "STREAMS", "s", ">")
+        wait_blocked(r, 1)
+        assert r.xnack("s", "g", "FAIL", "1-0") == 1
+        assert blocked.read() == [[b"s", [[b"1-0", [b"f", b"v1"], -1, 1]]]]
+
+
+def test_xnack_through_redis_py(r: redis.Redis) -> None:
+    nack_setup(r, n=2)
+    assert r.xnack("s", "g", "FAIL", "1-0", "2-0", "9-0") == 2
+    assert r.xnack("s", "g", "SILENT", "1-0", retrycount=5) == 1
+    assert r.xnack("s", "g", "FATAL", "3-0") == 0
+    call(r, "XADD", "s", "3-0", "f", "v3")
+    assert r.xnack("s", "g", "FATAL", "3-0", force=True) == 1
+    assert [p["times_delivered"] for p in r.xpending_range("s", "g", "-", "+", 10)] == [
+        5, 1, INT64_MAX
+    ]
