@@ -661,3 +661,25 @@ def test_xnack_through_redis_py(r: redis.Redis) -> None:
     assert [p["times_delivered"] for p in r.xpending_range("s", "g", "-", "+", 10)] == [
         5, 1, INT64_MAX
     ]
+
+
+@pytest.mark.parametrize("group", [False, True])
+def test_a_woken_reader_keeps_its_maxcount(shared_narad: NaradProcess, group: bool) -> None:
+    r = shared_narad.client()
+    r.flushall()
+    if group:
+        call(r, "XGROUP", "CREATE", "s", "g", "$", "MKSTREAM")
+        read = ["XREADGROUP", "GROUP", "g", "c", "BLOCK", "0", "MAXCOUNT", "2", "STREAMS", "s", ">"]
+    else:
+        read = ["XREAD", "BLOCK", "0", "MAXCOUNT", "2", "STREAMS", "s", "$"]
+    with Raw(shared_narad.port, timeout=30) as blocked:
+        blocked.send_command(*read)
+        wait_blocked(r, 1)
+        pipe = r.pipeline(transaction=True)
+        for i in range(1, 4):
+            pipe.xadd("s", {"f": "v"}, id=f"{i}-0")
+        pipe.execute()
+        ((key, entries),) = blocked.read()
+    assert key == b"s" and [e[0] for e in entries] == [b"1-0", b"2-0"]
+    if group:
+        assert r.xpending("s", "g")["pending"] == 2
