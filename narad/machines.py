@@ -12,13 +12,14 @@ from __future__ import annotations
 from narad.queues.queue import QUEUE_MACHINE
 from narad.streams.groups import GROUPS_MACHINE
 from narad.streams.machines import Machines
+from narad.streams.references import REFERENCES_MACHINE
 from narad.streams.stream import STREAM_MACHINE
 
 
 def stream_machines() -> Machines:
     """The state machines of a stream's state log: the stream's own, its consumer
-    groups', its queue's."""
+    groups', its queue's, and deletions that regard the groups' references."""
     machines = Machines()
-    for machine in (STREAM_MACHINE, GROUPS_MACHINE, QUEUE_MACHINE):
+    for machine in (STREAM_MACHINE, GROUPS_MACHINE, QUEUE_MACHINE, REFERENCES_MACHINE):
         machines.register(machine)
     return machines

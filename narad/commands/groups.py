@@ -18,12 +18,22 @@ from typing import TYPE_CHECKING, Any
 from narad.acl.user import READ, WRITE
 from narad.commands.args import INT64_MAX, parse_int, parse_timeout_ms, text
 from narad.commands.frames import entries_reply
-from narad.commands.streams import BLOCKED_COUNT_DEFAULT, changed, stream_keys_at_end, written
+from narad.commands.streams import (
+    BLOCKED_COUNT_DEFAULT,
+    ReadBudget,
+    ReadLimits,
+    changed,
+    check_read_limits,
+    parse_delete_args,
+    parse_read_limit,
+    stream_keys_at_end,
+    written,
+)
 from narad.commands.table import command, container, finds_keys
 from narad.errors import CommandError, syntax
 from narad.keywatch import Block
 from narad.resp import Encoded, NullArray, SimpleString
-from narad.streams import groups, ids
+from narad.streams import groups, ids, references
 from narad.streams.groups import ClaimOptions, Counters
 from narad.streams.pel import Consumer, Group
 from narad.streams.stream import Entry, Stream
@@ -280,6 +290,8 @@ class ReadGroupArgs:
     noack: bool = False
     keys: list[bytes] = field(default_factory=list)
     id_args: list[bytes] = field(default_factory=list)
+    limits: ReadLimits = field(default_factory=ReadLimits)  # MAXCOUNT, MAXSIZE
+    claim_ms: int | None = None  # CLAIM min-idle-time
 
 
 @dataclass
@@ -305,6 +317,14 @@ def _parse_readgroup(args: list[bytes]) -> ReadGroupArgs:
         elif opt == b"count" and more:
             i += 1
             out.count = max(parse_int(args[i]), 0)
+        elif opt in (b"maxcount", b"maxsize") and more:
+            i += 1
+            parse_read_limit(out.limits, opt, args[i])
+        elif opt == b"claim" and more:
+            i += 1
+            out.claim_ms = parse_int(args[i], "min-idle-time is not an integer")
+            if out.claim_ms < 0:
+                raise CommandError("min-idle-time must be a positive integer")
         elif opt == b"streams" and more:
             rest = args[i + 1 :]
             if len(rest) % 2:
@@ -327,6 +347,7 @@ def _parse_readgroup(args: list[bytes]) -> ReadGroupArgs:
         raise syntax()
     if not found_group:
         raise CommandError("Missing GROUP option for XREADGROUP")
+    check_read_limits(out.limits, out.count)
     return out
 
 
@@ -362,11 +383,19 @@ def _targets(session: Session, req: ReadGroupArgs) -> list[Target]:
 def _serve_now(session: Session, req: ReadGroupArgs, targets: list[Target]) -> Any:
     """What XREADGROUP answers without waiting; None when nothing can be served."""
     served: list[tuple[bytes, Any]] = []
+    budget = req.limits.budget()
     for t in targets:
         if t.after is not None:
-            served.append((t.key, _history(session, req, t)))
+            served.append((t.key, _history(session, req, t, budget)))
+        elif budget.spent:
+            continue
+        elif req.claim_ms is not None:
+            claimed = _deliver_claiming(session, req, t.key, t.stream, t.group, budget)
+            if claimed is not None:
+                served.append((t.key, claimed))
         elif t.stream.length and _last_live_id(t.stream) > t.group.last_id:
-            served.append((t.key, _deliver(session, req, t.key, t.stream, t.group, req.count)))
+            count = budget.count(req.count)
+            served.append((t.key, _deliver(session, req, t.key, t.stream, t.group, count, budget)))
     return _multi_reply(session, served) if served else None
 
 
@@ -380,21 +409,93 @@ def _last_live_id(stream: Stream) -> int:
     return last[0] if last is not None else 0
 
 
-def _history(session: Session, req: ReadGroupArgs, t: Target) -> list[Any]:
+def _history(session: Session, req: ReadGroupArgs, t: Target, budget: ReadBudget) -> list[Any]:
+    """A history read: its stream is always in the reply, with no entries once the
+    reply's MAXCOUNT or MAXSIZE was reached."""
     assert t.after is not None
+    if budget.spent:
+        return []
     found = groups.read_history(
-        t.stream, t.group, req.consumer, t.after, req.count, groups.now_ms()
+        t.stream,
+        t.group,
+        req.consumer,
+        t.after,
+        budget.count(req.count),
+        groups.now_ms(),
+        budget.fit if req.limits.max_size else None,
     )
+    if not req.limits.max_size:
+        budget.fit([(sid, 0) for sid, _ in found])
     changed(session, t.key)
     return [[ids.fmt(sid), NullArray() if fields is None else fields] for sid, fields in found]
 
 
 def _deliver(
-    session: Session, req: ReadGroupArgs, key: bytes, stream: Stream, group: Group, count: int
+    session: Session,
+    req: ReadGroupArgs,
+    key: bytes,
+    stream: Stream,
+    group: Group,
+    count: int,
+    budget: ReadBudget,
 ) -> Encoded:
-    found = groups.read_new_raw(stream, group, req.consumer, count, req.noack, groups.now_ms())
+    fit = budget.fit if req.limits.max_size else None
+    found = groups.read_new_raw(
+        stream, group, req.consumer, count, req.noack, groups.now_ms(), fit
+    )
+    if fit is None:
+        budget.fit([(sid, 0) for sid, _ in found])
     changed(session, key)
     return entries_reply(found)
+
+
+def _deliver_claiming(
+    session: Session,
+    req: ReadGroupArgs,
+    key: bytes,
+    stream: Stream,
+    group: Group,
+    budget: ReadBudget,
+    count: int | None = None,
+) -> list[Any] | None:
+    """XREADGROUP `>` with CLAIM on one stream: claimed then new entries, each as
+    [id, fields, idle ms, delivery count]; None when there was nothing to answer."""
+    assert req.claim_ms is not None
+    found = groups.read_claiming(
+        stream,
+        group,
+        req.consumer,
+        req.claim_ms,
+        budget.count(req.count if count is None else count),
+        req.noack,
+        groups.now_ms(),
+        budget.fit if req.limits.max_size else None,
+    )
+    if not req.limits.max_size:
+        budget.fit([(e.sid, 0) for e in found])
+    if not found:
+        return None
+    changed(session, key)
+    return [[ids.fmt(e.sid), e.fields, e.idle_ms, e.delivery_count] for e in found]
+
+
+def _wake_when_claimable(session: Session, req: ReadGroupArgs, targets: list[Target]) -> None:
+    """A blocked XREADGROUP ... CLAIM: its key is woken when the first of its pending
+    entries becomes claimable (the retry then serves it, or sets the next alarm)."""
+    assert req.claim_ms is not None
+    now = groups.now_ms()
+    due = [
+        (at, t.key)
+        for t in targets
+        if t.after is None
+        and (at := groups.next_claimable_ms(t.group, req.claim_ms, now)) is not None
+    ]
+    if not due:
+        return
+    at, key = min(due)
+    node, db = session.node, session.db
+    delay = at - now + 1
+    node.timers.call_later(delay / 1000, lambda: node.keys.wake(db, key))
 
 
 def _retry_blocked(session: Session, req: ReadGroupArgs) -> Callable[[bytes], Any]:
@@ -410,10 +511,20 @@ def _retry_blocked(session: Session, req: ReadGroupArgs) -> Callable[[bytes], An
         group = stream.groups.get(req.group)
         if group is None:
             raise _nogroup("the consumer group this client was blocked on no longer exists")
+        if req.claim_ms is not None:
+            budget = req.limits.budget()
+            count = req.count or BLOCKED_COUNT_DEFAULT
+            claimed = _deliver_claiming(session, req, key, stream, group, budget, count)
+            if claimed is None:
+                _wake_when_claimable(session, req, [Target(key, stream, group, None)])
+                return None
+            return _multi_reply(session, [(key, claimed)])
         if stream.last_id <= group.last_id:
             return None
-        count = req.count or BLOCKED_COUNT_DEFAULT
-        return _multi_reply(session, [(key, _deliver(session, req, key, stream, group, count))])
+        budget = req.limits.budget()
+        count = budget.count(req.count or BLOCKED_COUNT_DEFAULT)
+        served = _deliver(session, req, key, stream, group, count, budget)
+        return _multi_reply(session, [(key, served)])
 
     return retry
 
@@ -431,10 +542,13 @@ def xreadgroup(session: Session, args: list[bytes]) -> Any:
     """Return new entries from a stream using a consumer group, or access the history
     of the pending entries for a given consumer. Can block.
 
-    XREADGROUP GROUP g c [COUNT n] [BLOCK ms] [NOACK] STREAMS key... id...
+    XREADGROUP GROUP g c [COUNT n] [MAXCOUNT n] [MAXSIZE bytes] [BLOCK ms] [NOACK]
+    [CLAIM min-idle-time] STREAMS key... id...
     `>` delivers entries after the group's cursor (pending for c unless NOACK); any
     other ID re-delivers c's own pending entries above it (an entry since deleted
-    comes as [id, nil]). Reply: [[key, [[id, fields], ...]], ...] (a map in RESP3)
+    comes as [id, nil]). With CLAIM, `>` first claims pending entries idle that long
+    (narad/streams/groups.py's read_claiming), and every entry comes as [id, fields,
+    idle ms, delivery count]. Reply: [[key, [[id, fields], ...]], ...] (a map in RESP3)
     for the streams that had something; history reads always answer. Nil when
     nothing was served and BLOCK was not given (or ran out).
     """
@@ -445,6 +559,8 @@ def xreadgroup(session: Session, args: list[bytes]) -> Any:
         return reply
     if req.block_ms is None or session.in_exec:
         return NullArray()
+    if req.claim_ms is not None:
+        _wake_when_claimable(session, req, targets)
     keys = [(session.db, key) for key in req.keys]
     return Block(keys, req.block_ms, _retry_blocked(session, req), NullArray())
 
@@ -477,6 +593,98 @@ def xack(session: Session, args: list[bytes]) -> Any:
     if acked:
         changed(session, args[1])
     return acked
+
+
+@command(
+    "xackdel",
+    -6,
+    "write fast",
+    (1, 1, 1),
+    "stream",
+    since="8.2.0",
+    complexity="O(1) for each entry ID processed.",
+)
+def xackdel(session: Session, args: list[bytes]) -> Any:
+    """Acknowledges and conditionally deletes one or multiple entries for a stream
+    consumer group.
+
+    XACKDEL key group [KEEPREF | DELREF | ACKED] IDS numids id... -> one integer per
+    ID: -1 not pending in the group (or no such key or group), else acked and 1
+    deleted (or gone already), or 2 kept because another group still refers to it
+    (ACKED). One op for the whole call (narad/streams/references.py).
+    """
+    strategy, sids = parse_delete_args(args, 3)
+    stream = _stream(session, args[1])
+    group = stream.groups.get(args[2]) if stream is not None else None
+    if stream is None or group is None:
+        return [references.NOT_FOUND] * len(sids)
+    state_end = stream.state.next_offset
+    out = references.ack_and_delete(stream, group, sids, strategy)
+    if stream.state.next_offset != state_end:
+        changed(session, args[1])
+    return out
+
+
+@command(
+    "xnack",
+    -7,
+    "write fast",
+    (1, 1, 1),
+    "stream",
+    since="8.8.0",
+    complexity="O(1) for each message ID processed.",
+)
+def xnack(session: Session, args: list[bytes]) -> Any:
+    """Releases pending messages back to the group's PEL without acknowledging them,
+    making them available for re-delivery.
+
+    XNACK key group SILENT|FAIL|FATAL IDS numids id... [RETRYCOUNT n] [FORCE] -> how
+    many pending entries were released (pending for nobody, claimable at once; a
+    blocked XREADGROUP ... CLAIM on the key is woken). 0 for a missing key or group.
+    """
+    mode = args[3].lower().decode(errors="replace")
+    if mode not in groups.NACK_MODES:
+        raise syntax()
+    sids: list[int] | None = None
+    retry_count: int | None = None
+    force = False
+    i = 4
+    while i < len(args):
+        opt = args[i].lower()
+        if opt == b"ids" and i + 1 < len(args) and sids is None:
+            _, sids = parse_delete_args(args[: i + 2 + _numids(args, i)], i)
+            i += 2 + len(sids)
+        elif opt == b"retrycount" and i + 1 < len(args):
+            retry_count = parse_int(args[i + 1], "Invalid RETRYCOUNT option argument for XNACK")
+            if retry_count < 0:
+                raise CommandError("Invalid RETRYCOUNT option argument for XNACK")
+            i += 2
+        elif opt == b"force":
+            force = True
+            i += 1
+        else:
+            raise syntax()
+    if sids is None:
+        raise syntax()
+    stream = _stream(session, args[1])
+    group = stream.groups.get(args[2]) if stream is not None else None
+    if stream is None or group is None:
+        return 0
+    released = groups.nack(stream, group, sids, mode, retry_count, force)
+    if released:
+        changed(session, args[1])
+        session.node.keys.wake(session.db, args[1])  # XREADGROUP ... CLAIM may take them
+    return released
+
+
+def _numids(args: list[bytes], i: int) -> int:
+    """The numids of the IDS block at args[i], checked as XDELEX checks it."""
+    count = parse_int(args[i + 1], "Number of IDs must be a positive integer")
+    if count < 1:
+        raise CommandError("Number of IDs must be a positive integer")
+    if count > len(args) - i - 2:
+        raise CommandError("The `numids` parameter must match the number of arguments")
+    return count
 
 
 # -- XPENDING --------------------------------------------------------------------------------
@@ -556,10 +764,10 @@ def _pending_entries(group: Group, opts: PendingArgs, now: int) -> list[Any]:
         return out
     for sid in group.pending_ids(opts.low, opts.high, consumer):
         entry = group.pel[sid]
-        idle = now - entry.delivery_ms
+        idle = -1 if sid in group.nacked else max(now - entry.delivery_ms, 0)
         if opts.min_idle_ms and idle < opts.min_idle_ms:
             continue
-        out.append([ids.fmt(sid), entry.consumer.name, max(idle, 0), entry.delivery_count])
+        out.append([ids.fmt(sid), entry.consumer.name, idle, entry.delivery_count])
         if len(out) == opts.count:
             break
     return out
@@ -871,6 +1079,7 @@ def _full_group(group: Group, counters: Counters, count: int) -> dict[str, Any]:
         "entries-read": group.entries_read,
         "lag": counters.lag(group),
         "pel-count": len(group.pel),
+        "nacked-count": len(group.nacked),
         "pending": pending,
         "consumers": [_full_consumer(group, c, count) for c in group.sorted_consumers()],
     }

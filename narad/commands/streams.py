@@ -22,7 +22,7 @@ from narad.keywatch import Block
 from narad.log.format import entry_too_large
 from narad.node import Streamed
 from narad.resp import NullArray
-from narad.streams import ids
+from narad.streams import ids, references
 from narad.streams.stream import Entry, Stream
 
 if TYPE_CHECKING:
@@ -60,6 +60,10 @@ def changed(session: Session, key: bytes) -> None:
     session.node.keys.spoil(session.db, key)
 
 
+# KEEPREF | DELREF | ACKED, as XADD, XTRIM, XDELEX and XACKDEL take them.
+STRATEGIES = {name.encode(): name for name in references.STRATEGIES}
+
+
 # -- XADD / XTRIM ------------------------------------------------------------------------
 
 
@@ -72,6 +76,7 @@ class TrimArgs:
     nomkstream: bool = False
     explicit_id: int | None = None  # XADD's ID unless `*`: full or with `-*` (seq_given)
     seq_given: bool = True
+    strategy: str = references.KEEPREF  # what trimming does with groups' references
 
 
 def parse_trim_args(session: Session, args: list[bytes], xadd: bool) -> tuple[TrimArgs, int]:
@@ -108,6 +113,9 @@ def parse_trim_args(session: Session, args: list[bytes], xadd: bool) -> tuple[Tr
             i += 2
         elif xadd and opt == b"nomkstream":
             opts.nomkstream = True
+            i += 1
+        elif opt in STRATEGIES:
+            opts.strategy = STRATEGIES[opt]
             i += 1
         elif xadd:  # the ID, checked here as Redis does, before the rest
             opts.explicit_id, opts.seq_given = ids.parse_for_add(args[i])
@@ -189,7 +197,7 @@ def xadd(session: Session, args: list[bytes]) -> Any:
         stream.add(new_id, fields)
     written(session, key)
     if opts.maxlen is not None or opts.minid is not None:
-        stream.trim(opts.maxlen, opts.minid, opts.approx, opts.limit)
+        references.trim(stream, opts.maxlen, opts.minid, opts.approx, opts.limit, opts.strategy)
     return ids.fmt(new_id)
 
 
@@ -254,8 +262,11 @@ def xtrim(session: Session, args: list[bytes]) -> Any:
     stream = get_stream(session, args[1])
     if stream is None:
         return 0
-    removed = stream.trim(opts.maxlen, opts.minid, opts.approx, opts.limit)
-    if removed:
+    state_end = stream.state.next_offset
+    removed = references.trim(
+        stream, opts.maxlen, opts.minid, opts.approx, opts.limit, opts.strategy
+    )
+    if stream.state.next_offset != state_end:  # entries or references went
         changed(session, args[1])
     return removed
 
@@ -331,6 +342,60 @@ def xdel(session: Session, args: list[bytes]) -> Any:
     return removed
 
 
+def parse_delete_args(args: list[bytes], i: int) -> tuple[str, list[int]]:
+    """XDELEX's and XACKDEL's `[KEEPREF | DELREF | ACKED] IDS numids id...` from
+    args[i] on, as Redis reads them: the strategy at most once (KEEPREF by default),
+    the IDS block anywhere, and every ID strict. Returns (strategy, IDs)."""
+    strategy: str | None = None
+    id_args: list[bytes] | None = None
+    while i < len(args):
+        opt = args[i].lower()
+        if strategy is None and opt in STRATEGIES:
+            strategy = STRATEGIES[opt]
+            i += 1
+        elif opt == b"ids" and i + 1 < len(args):
+            count = parse_int(args[i + 1], "Number of IDs must be a positive integer")
+            if count < 1:
+                raise CommandError("Number of IDs must be a positive integer")
+            if count > len(args) - i - 2:
+                raise CommandError("The `numids` parameter must match the number of arguments")
+            id_args = args[i + 2 : i + 2 + count]
+            i += 2 + count
+        else:
+            raise syntax()
+    if id_args is None:
+        raise syntax()
+    return strategy or references.KEEPREF, ids.parse_all_strict(id_args)
+
+
+@command(
+    "xdelex",
+    -5,
+    "write fast",
+    (1, 1, 1),
+    "stream",
+    since="8.2.0",
+    complexity="O(1) for each single item to delete in the stream, regardless of the stream size.",
+)
+def xdelex(session: Session, args: list[bytes]) -> Any:
+    """Deletes one or multiple entries from the stream.
+
+    XDELEX key [KEEPREF | DELREF | ACKED] IDS numids id... -> one integer per ID:
+    1 deleted, -1 no such entry (or no such key), 2 kept because a consumer group
+    still refers to it (ACKED). DELREF also drops every group's PEL reference to
+    the IDs (narad/streams/references.py).
+    """
+    strategy, sids = parse_delete_args(args, 2)
+    stream = get_stream(session, args[1])
+    if stream is None:
+        return [references.NOT_FOUND] * len(sids)
+    state_end = stream.state.next_offset
+    out = references.delete_entries(stream, sids, strategy)
+    if stream.state.next_offset != state_end:
+        changed(session, args[1])
+    return out
+
+
 @command("xsetid", -3, "write denyoom fast", (1, 1, 1), "stream", since="5.0.0")
 def xsetid(session: Session, args: list[bytes]) -> Any:
     """An internal command for replicating stream values."""
@@ -392,7 +457,7 @@ def xsetid(session: Session, args: list[bytes]) -> Any:
 def xread(session: Session, args: list[bytes]) -> Any:
     """Return never seen elements in multiple streams, with IDs greater than the ones
     reported by the caller for each stream. Can block."""
-    count, block_ms, keys, id_args = parse_read_args(args)
+    count, block_ms, keys, id_args, limits = parse_read_args(args)
     starts: list[int] = []
     for key, arg in zip(keys, id_args, strict=True):
         if arg == b"$":
@@ -401,7 +466,7 @@ def xread(session: Session, args: list[bytes]) -> Any:
         else:
             starts.append(ids.parse(arg))
 
-    reply = _read_streams(session, keys, starts, count)
+    reply = _read_streams(session, keys, starts, count, limits.budget())
     if reply is not None or block_ms is None or session.in_exec:
         return reply if reply is not None else NullArray()
 
@@ -415,22 +480,84 @@ def xread(session: Session, args: list[bytes]) -> Any:
         start = starts[keys.index(key)]
         if stream is None or stream.last_id <= start:
             return None
-        found = _read_streams(session, [key], [start], count or BLOCKED_COUNT_DEFAULT)
+        budget = limits.budget()
+        found = _read_streams(session, [key], [start], count or BLOCKED_COUNT_DEFAULT, budget)
         return found if found is not None else _streams_reply(session, {key: []})
 
     return Block([(session.db, k) for k in keys], block_ms, retry, NullArray())
 
 
-def _read_streams(session: Session, keys: list[bytes], starts: list[int], count: int) -> Any:
+def _read_streams(
+    session: Session, keys: list[bytes], starts: list[int], count: int, budget: ReadBudget
+) -> Any:
     out: dict[bytes, Any] = {}
     for key, after in zip(keys, starts, strict=True):
         stream = get_stream(session, key)
-        if stream is None or after == ids.ID_MAX:
+        if stream is None or after == ids.ID_MAX or budget.spent:
             continue
-        found = stream.range(after + 1, ids.ID_MAX, count)
+        found = stream.range(after + 1, ids.ID_MAX, budget.count(count))
+        found = found[: budget.fit([(sid, fields_size(fields)) for sid, fields in found])]
         if found:
             out[key] = [entry_reply(e) for e in found]
     return _streams_reply(session, out) if out else None
+
+
+def fields_size(fields: list[bytes] | None) -> int:
+    """The bytes of an entry's fields and values (0 for a deleted one)."""
+    return sum(map(len, fields)) if fields is not None else 0
+
+
+@dataclass
+class ReadLimits:
+    """XREAD's and XREADGROUP's MAXCOUNT and MAXSIZE (Redis 8.10): bounds of the
+    whole reply, across its streams (0: none)."""
+
+    max_count: int = 0
+    max_size: int = 0
+
+    def budget(self) -> ReadBudget:
+        return ReadBudget(self.max_count, self.max_size)
+
+
+class ReadBudget:
+    """What one read may still answer under its ReadLimits. An entry's size is its
+    ID's text and its fields' and values' bytes; an entry that would take the reply
+    past MAXSIZE is left out, unless it is the first of the reply (at least one
+    entry is always answered)."""
+
+    __slots__ = ("entries_left", "served", "size_left", "spent")
+
+    def __init__(self, max_count: int, max_size: int) -> None:
+        self.entries_left = max_count or None
+        self.size_left = max_size or None
+        self.served = 0
+        self.spent = False  # a bound was reached: later streams get nothing
+
+    def count(self, count: int) -> int:
+        """The COUNT to read a stream with (0: all), within MAXCOUNT."""
+        left = self.entries_left
+        if left is None:
+            return count
+        return min(count, left) if count else left
+
+    def fit(self, sizes: list[tuple[int, int]]) -> int:
+        """How many of these entries, (ID, fields' size) in reply order, the reply
+        takes; they are counted as served."""
+        taken = 0
+        for sid, size in sizes:
+            if self.size_left is not None:
+                size += len(ids.fmt(sid))
+                if self.served and size > self.size_left:
+                    self.spent = True
+                    break
+                self.size_left -= size
+            self.served += 1
+            taken += 1
+        if self.entries_left is not None:
+            self.entries_left -= taken
+            if self.entries_left <= 0:
+                self.spent = True
+        return taken
 
 
 def _streams_reply(session: Session, found: dict[bytes, Any]) -> Any:
@@ -440,16 +567,22 @@ def _streams_reply(session: Session, found: dict[bytes, Any]) -> Any:
     return [[k, v] for k, v in found.items()]
 
 
-def parse_read_args(args: list[bytes]) -> tuple[int, int | None, list[bytes], list[bytes]]:
-    """XREAD's COUNT / BLOCK / STREAMS, checked in order as Redis does. Returns
-    (count, block_ms or None, keys, ids)."""
+def parse_read_args(
+    args: list[bytes],
+) -> tuple[int, int | None, list[bytes], list[bytes], ReadLimits]:
+    """XREAD's COUNT / MAXCOUNT / MAXSIZE / BLOCK / STREAMS, checked in order as Redis
+    does. Returns (count, block_ms or None, keys, ids, limits)."""
     count, block_ms = 0, None
+    limits = ReadLimits()
     i = 1
     while i < len(args):
         opt = args[i].lower()
         more = len(args) - 1 - i
         if opt == b"count" and more:
             count = max(parse_int(args[i + 1]), 0)
+            i += 2
+        elif opt in (b"maxcount", b"maxsize") and more:
+            parse_read_limit(limits, opt, args[i + 1])
             i += 2
         elif opt == b"block" and more:
             block_ms = parse_timeout_ms(args[i + 1])
@@ -461,8 +594,9 @@ def parse_read_args(args: list[bytes]) -> tuple[int, int | None, list[bytes], li
                     "Unbalanced XREAD list of streams: for each stream key an ID or '$' "
                     "must be specified."
                 )
+            check_read_limits(limits, count)
             half = len(rest) // 2
-            return count, block_ms, rest[:half], rest[half:]
+            return count, block_ms, rest[:half], rest[half:], limits
         elif opt == b"group" and more >= 2:
             raise CommandError(
                 "The GROUP option is only supported by XREADGROUP. You called XREAD instead."
@@ -471,9 +605,31 @@ def parse_read_args(args: list[bytes]) -> tuple[int, int | None, list[bytes], li
             raise CommandError(
                 "The NOACK option is only supported by XREADGROUP. You called XREAD instead."
             )
+        elif opt == b"claim":
+            raise CommandError(
+                "The CLAIM option is only supported by XREADGROUP. You called XREAD instead."
+            )
         else:
             raise syntax()
     raise syntax()
+
+
+def parse_read_limit(limits: ReadLimits, opt: bytes, arg: bytes) -> None:
+    """MAXCOUNT n or MAXSIZE bytes: a positive integer."""
+    name = opt.decode().upper()
+    value = parse_int(arg, f"{name} must be > 0")
+    if value <= 0:
+        raise CommandError(f"{name} must be > 0")
+    if opt == b"maxcount":
+        limits.max_count = value
+    else:
+        limits.max_size = value
+
+
+def check_read_limits(limits: ReadLimits, count: int) -> None:
+    """MAXCOUNT bounds the whole reply, COUNT each stream: MAXCOUNT may not be less."""
+    if limits.max_count and count and limits.max_count < count:
+        raise CommandError("MAXCOUNT must be greater than or equal to COUNT")
 
 
 def _xread_keys(argv: list[bytes]) -> list[tuple[int | None, int]]:

@@ -45,6 +45,16 @@ Ops (fields after the name; names are bytes, times are Unix ms):
                   ID not pending is created with count 1 first (FORCE); `last_id`
                   raises the cursor (LASTID)
 
+    greadclaim    group, consumer, now, claimed ids, last_id, entries_read|None, ids
+                  XREADGROUP `>` with CLAIM: the claimed IDs (pending, idle long
+                  enough) move to the consumer with delivery time `now` and count
+                  + 1; then the new IDs are delivered as by gdeliver
+
+    gnack         group, ids, delivery counts
+                  XNACK: each ID (pending, or created if not: FORCE) becomes pending
+                  for nobody with delivery time 0 and the count given, at the end
+                  of the group's nack zone (narad/streams/pel.py's Group)
+
 Every op that names a consumer sets its seen time to the op's `now`, except
 gdelconsumer. Must never: read the clock in a handler, do I/O other than through
 `Stream`. Owned by the event loop thread, as the Stream is.
@@ -53,6 +63,7 @@ gdelconsumer. Must never: read the clock in a handler, do I/O other than through
 from __future__ import annotations
 
 import time
+from collections.abc import Callable
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, NamedTuple
 
@@ -65,6 +76,21 @@ from narad.streams.stream import Entry
 
 if TYPE_CHECKING:
     from narad.streams.stream import Stream
+
+
+# How many of a read's entries, (ID, bytes of its fields and values) in reply order,
+# the reply takes (narad/commands/streams.py's ReadBudget.fit).
+Fit = Callable[[list[tuple[int, int]]], int]
+
+
+def payload_size(payload: bytes) -> int:
+    """The bytes of the fields and values of an entry payload as stored
+    (narad/log/format.py's encode_fields: a count, then each string's size and bytes)."""
+    return len(payload) - 4 - 4 * int.from_bytes(payload[:4], "little")
+
+
+# The largest delivery count (XNACK FATAL's); counting on from it stays there.
+INT64_MAX = (1 << 63) - 1
 
 
 def now_ms() -> int:
@@ -146,6 +172,27 @@ def _apply_history(stream: Stream, op: list[Any]) -> None:
         entry.delivery_count += 1
 
 
+@_op("greadclaim")
+def _apply_read_claim(stream: Stream, op: list[Any]) -> None:
+    _, name, consumer_name, now, claimed, last_id, entries_read, blob = op
+    group = _group(stream, name)
+    consumer = group._touch_consumer(consumer_name, now)
+    for sid in ids.unpack_all(claimed):
+        entry = group._give(sid, consumer, now)
+        entry.delivery_count = min(entry.delivery_count + 1, INT64_MAX)
+    group.last_id = unpack_id(last_id)
+    group.entries_read = entries_read
+    group._give_new(ids.unpack_all(blob), consumer, now)
+
+
+@_op("gnack")
+def _apply_nack(stream: Stream, op: list[Any]) -> None:
+    _, name, blob, counts = op
+    group = _group(stream, name)
+    for sid, count in zip(ids.unpack_all(blob), counts, strict=True):
+        group._nack(sid, count)
+
+
 @_op("gack")
 def _apply_ack(stream: Stream, op: list[Any]) -> None:
     _group(stream, op[1])._drop_all(ids.unpack_all(op[2]))
@@ -169,7 +216,7 @@ def _apply_claim(stream: Stream, op: list[Any]) -> None:
         if retry_count is not None:
             entry.delivery_count = retry_count
         elif increment:
-            entry.delivery_count += 1
+            entry.delivery_count = min(entry.delivery_count + 1, INT64_MAX)
 
 
 # -- the stream's counters: read counter and lag as Redis 7.0 estimates them ---------------
@@ -289,14 +336,35 @@ def read_new(
 
 
 def read_new_raw(
-    stream: Stream, group: Group, consumer: bytes, count: int, noack: bool, now: int
+    stream: Stream,
+    group: Group,
+    consumer: bytes,
+    count: int,
+    noack: bool,
+    now: int,
+    fit: Fit | None = None,
 ) -> list[tuple[int, bytes]]:
-    """`read_new` with the entries' payloads as stored (Stream.range_raw)."""
+    """`read_new` with the entries' payloads as stored (Stream.range_raw). `fit`, when
+    given, says how many of the entries found the reply takes: only those are
+    delivered (XREADGROUP's MAXSIZE)."""
     found: list[tuple[int, bytes]] = []
     if group.last_id != ids.ID_MAX:
         found = stream.range_raw(group.last_id + 1, ids.ID_MAX, count)
-    last_id, entries_read = group.last_id, group.entries_read
+    if fit is not None:
+        found = found[: fit([(sid, payload_size(payload)) for sid, payload in found])]
     sids = [sid for sid, _ in found]
+    last_id, entries_read = _cursor_after(stream, group, sids)
+    delivered = b"" if noack else ids.pack_all(sids)
+    stream.log_op(
+        ["gdeliver", group.name, consumer, now, pack_id(last_id), entries_read, delivered]
+    )
+    return found
+
+
+def _cursor_after(stream: Stream, group: Group, sids: list[int]) -> tuple[int, int | None]:
+    """The group's cursor and read counter after delivering `sids` (increasing, after
+    the cursor) with `>`."""
+    last_id, entries_read = group.last_id, group.entries_read
     if sids:
         deleted = stream.max_deleted_id
         if entries_read is not None and (not deleted or sids[0] > deleted):
@@ -308,28 +376,152 @@ def read_new_raw(
             for sid in sids:
                 entries_read = counters.advance(entries_read, sid)
         last_id = sids[-1]
-    delivered = b"" if noack else ids.pack_all(sids)
+    return last_id, entries_read
+
+
+class ClaimedRead(NamedTuple):
+    """One entry of an XREADGROUP ... CLAIM reply: a claimed entry's idle time and
+    delivery count are those it had before this read; a new entry's are 0, 0."""
+
+    sid: int
+    fields: list[bytes]
+    idle_ms: int
+    delivery_count: int
+
+
+def claimable(group: Group, min_idle_ms: int, now: int) -> list[int]:
+    """The group's pending IDs a claim with `min_idle_ms` may take: the nacked ones
+    first (in the order they were nacked, whatever their idle time), then those
+    idle at least that long, most idle first (then in ID order)."""
+    nacked = group.nacked
+    found = [
+        (entry.delivery_ms, sid)
+        for sid, entry in group.pel.items()
+        if now - entry.delivery_ms >= min_idle_ms and sid not in nacked
+    ]
+    found.sort()
+    return [*nacked, *(sid for _, sid in found)]
+
+
+NACK_MODES = ("silent", "fail", "fatal")
+
+
+def nack(
+    stream: Stream,
+    group: Group,
+    sids: list[int],
+    mode: str,
+    retry_count: int | None,
+    force: bool,
+) -> int:
+    """XNACK: release each of `sids` pending in `group` to nobody, its delivery count
+    one less (SILENT), the same (FAIL), INT64_MAX (FATAL) or `retry_count`; with
+    `force`, an ID not pending whose entry is in the stream becomes pending so, its
+    count 0 (INT64_MAX for FATAL, or `retry_count`). How many were released."""
+    released: dict[int, int] = {}
+    for sid in sids:
+        entry = group.pel.get(sid)
+        if entry is not None:
+            count = released.get(sid, entry.delivery_count)
+            if mode == "silent":
+                count = max(count - 1, 0)
+            elif mode == "fatal":
+                count = INT64_MAX
+        elif force and (sid in released or stream.offset_of(sid) is not None):
+            count = INT64_MAX if mode == "fatal" else 0
+        else:
+            continue
+        released[sid] = count if retry_count is None else retry_count
+    if released:
+        stream.log_op(["gnack", group.name, ids.pack_all(list(released)), list(released.values())])
+    return len(released)
+
+
+def next_claimable_ms(group: Group, min_idle_ms: int, now: int) -> int | None:
+    """When the next pending entry not claimable yet becomes so with `min_idle_ms`
+    (Unix ms, after `now`); None when there is none."""
+    due = [
+        entry.delivery_ms + min_idle_ms
+        for entry in group.pel.values()
+        if entry.delivery_ms + min_idle_ms > now
+    ]
+    return min(due) if due else None
+
+
+def read_claiming(
+    stream: Stream,
+    group: Group,
+    consumer: bytes,
+    min_idle_ms: int,
+    count: int,
+    noack: bool,
+    now: int,
+    fit: Fit | None = None,
+) -> list[ClaimedRead]:
+    """XREADGROUP `>` with CLAIM: first the pending entries idle at least
+    `min_idle_ms` (any owner, most idle first; entries no longer in the stream are
+    passed over), claimed by `consumer`; then new entries, as `read_new` delivers
+    them; at most `count` (0: all) in all, and as many as `fit` takes. NOACK applies
+    to the new entries only. One op; none when there is nothing to answer."""
+    out: list[ClaimedRead] = []
+    pel = group.pel
+    for sid in claimable(group, min_idle_ms, now):
+        if count and len(out) == count:
+            break
+        entry = stream.entry(sid)
+        if entry is None:
+            continue
+        pending = pel[sid]
+        idle = -1 if sid in group.nacked else now - pending.delivery_ms
+        out.append(ClaimedRead(sid, entry[1], idle, pending.delivery_count))
+    claimed = len(out)
+    if (not count or claimed < count) and group.last_id != ids.ID_MAX:
+        left = count - claimed if count else 0
+        found = stream.range(group.last_id + 1, ids.ID_MAX, left)
+        out += [ClaimedRead(sid, fields, 0, 0) for sid, fields in found]
+    if fit is not None:
+        out = out[: fit([(e.sid, sum(map(len, e.fields))) for e in out])]
+    if not out:
+        return out
+    claimed = min(claimed, len(out))
+    new = [e.sid for e in out[claimed:]]
+    last_id, entries_read = _cursor_after(stream, group, new)
     stream.log_op(
-        ["gdeliver", group.name, consumer, now, pack_id(last_id), entries_read, delivered]
+        [
+            "greadclaim",
+            group.name,
+            consumer,
+            now,
+            ids.pack_all([e.sid for e in out[:claimed]]),
+            pack_id(last_id),
+            entries_read,
+            b"" if noack else ids.pack_all(new),
+        ]
     )
-    return found
+    return out
 
 
 def read_history(
-    stream: Stream, group: Group, consumer: bytes, after: int, count: int, now: int
+    stream: Stream,
+    group: Group,
+    consumer: bytes,
+    after: int,
+    count: int,
+    now: int,
+    fit: Fit | None = None,
 ) -> list[tuple[int, list[bytes] | None]]:
     """XREADGROUP with an ID: the consumer's pending entries above `after`, at most
     `count` (0: all); fields are None for an entry no longer in the stream. Entries
-    still there count as delivered again."""
+    still there count as delivered again. `fit` as for `read_new_raw`."""
     owner = group.consumers.get(consumer)
     sids = [] if owner is None else group.first_owned(owner, count, after + 1)
     out: list[tuple[int, list[bytes] | None]] = []
-    again: list[int] = []
     for sid in sids:
         entry = stream.entry(sid)
         out.append((sid, None if entry is None else entry[1]))
-        if entry is not None:
-            again.append(sid)
+    if fit is not None:
+        out = out[: fit([(sid, sum(map(len, f)) if f else 0) for sid, f in out])]
+    again = [sid for sid, fields in out if fields is not None]
     stream.log_op(["ghistory", group.name, consumer, now, ids.pack_all(again)])
     return out
 
@@ -372,7 +564,12 @@ def claim(
         if not pending and not opts.force:
             continue
         delivered = seen.get(sid, entry.delivery_ms if entry else None)
-        if delivered is not None and opts.min_idle_ms and now - delivered < opts.min_idle_ms:
+        if (
+            delivered is not None
+            and opts.min_idle_ms
+            and now - delivered < opts.min_idle_ms
+            and (sid in seen or sid not in group.nacked)  # nacked: claimable at once
+        ):
             continue
         claimed.append(sid)
         seen[sid] = opts.delivery_ms
@@ -434,7 +631,11 @@ def autoclaim(
             deleted.append(sid)
             count -= 1
             continue
-        if min_idle_ms and now - group.pel[sid].delivery_ms < min_idle_ms:
+        if (
+            min_idle_ms
+            and now - group.pel[sid].delivery_ms < min_idle_ms
+            and sid not in group.nacked
+        ):
             continue
         claimed.append(sid)
         count -= 1

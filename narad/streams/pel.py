@@ -169,9 +169,15 @@ class Pel:
 
 class Group:
     """A consumer group: cursor, PEL (ID order) and consumers. Changed only by the op
-    handlers below; commands read it freely."""
+    handlers below; commands read it freely.
 
-    __slots__ = ("consumers", "entries_read", "last_id", "name", "pel")
+    XNACKed entries stay pending but belong to no consumer: their owner is the
+    group's `unowned` stand-in (named "", never in `consumers`), their delivery time
+    is 0, and `nacked` holds their IDs in the order they were nacked (the FIFO
+    "nack zone" claims serve first). An entry leaves the zone when it is claimed,
+    acked or dropped."""
+
+    __slots__ = ("consumers", "entries_read", "last_id", "nacked", "name", "pel", "unowned")
 
     def __init__(self, name: bytes, last_id: int, entries_read: int | None) -> None:
         self.name = name
@@ -179,6 +185,8 @@ class Group:
         self.entries_read = entries_read  # read counter at last_id; None: unknown
         self.pel = Pel()  # entry ID -> PendingEntry, in ID order
         self.consumers: dict[bytes, Consumer] = {}
+        self.unowned = Consumer(b"", 0)  # the owner of nacked entries
+        self.nacked: dict[int, None] = {}  # nacked IDs, oldest nack first
 
     # -- queries ----------------------------------------------------------------------
 
@@ -223,11 +231,20 @@ class Group:
             consumer.pending.add(sid)
             return entry
         if entry.consumer is not consumer:
+            if entry.consumer is self.unowned:
+                del self.nacked[sid]
             entry.consumer.pending.discard(sid)
             entry.consumer = consumer
             consumer.pending.add(sid)
         entry.delivery_ms = delivery_ms
         return entry
+
+    def _nack(self, sid: int, delivery_count: int) -> None:
+        """Make `sid` pending for nobody, at the end of the nack zone (created when
+        not pending: XNACK FORCE)."""
+        self._give(sid, self.unowned, 0).delivery_count = delivery_count
+        self.nacked.pop(sid, None)
+        self.nacked[sid] = None
 
     def _give_new(self, sids: list[int], consumer: Consumer, delivery_ms: int) -> None:
         """`_give` each of `sids` (increasing) to `consumer` with a delivery count of 1:
@@ -243,11 +260,16 @@ class Group:
         if entry is None:
             return False
         entry.consumer.pending.discard(sid)
+        if self.nacked:
+            self.nacked.pop(sid, None)
         return True
 
     def _drop_all(self, sids: list[int]) -> None:
         for sid, entry in self.pel.pop_all(sids):
             entry.consumer.pending.discard(sid)
+        if self.nacked:
+            for sid in sids:
+                self.nacked.pop(sid, None)
 
     # -- snapshots ----------------------------------------------------------------------
 
@@ -255,6 +277,7 @@ class Group:
         """The whole group as a msgpack-able list, PEL stored by columns."""
         consumers = self.sorted_consumers()
         index = {id(c): i for i, c in enumerate(consumers)}
+        index[id(self.unowned)] = -1
         pel_ids = list(self.pel.keys())
         entries: list[PendingEntry] = list(self.pel.values())
         return [
@@ -266,19 +289,25 @@ class Group:
             [index[id(e.consumer)] for e in entries],
             [e.delivery_ms for e in entries],
             [e.delivery_count for e in entries],
+            ids.pack_all(list(self.nacked)),
         ]
 
     @classmethod
     def from_snapshot(cls, raw: list[Any]) -> Group:
-        name, last_id, entries_read, consumers, pel_ids, owners, times, counts = raw
+        """A group from `snapshot`'s list; one written before XNACK (no nack zone, its
+        last item) restores with none."""
+        name, last_id, entries_read, consumers, pel_ids, owners, times, counts = raw[:8]
         group = cls(name, unpack_id(last_id), entries_read)
         table = [group._touch_consumer(cname, seen) for cname, seen in consumers]
         sids = ids.unpack_all(pel_ids)
         assert len(sids) == len(owners) == len(times) == len(counts)
         pel = {}
         for sid, owner, delivery_ms, count in zip(sids, owners, times, counts, strict=True):
-            consumer = table[owner]
+            consumer = table[owner] if owner >= 0 else group.unowned
             pel[sid] = PendingEntry(consumer, delivery_ms, count)
             consumer.pending.add(sid)
         group.pel.update(pel)
+        nacked = ids.unpack_all(raw[8]) if len(raw) > 8 else []
+        assert set(nacked) == group.unowned.pending, "the nack zone is the unowned entries"
+        group.nacked = dict.fromkeys(nacked)
         return group

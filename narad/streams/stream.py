@@ -477,6 +477,16 @@ class Stream:
         consecutive offsets (the unit Redis's `~` trims by, here aligned on offsets).
         `limit` (0: none) bounds the entries removed.
         """
+        pos, removed = self.trim_end(maxlen, minid, approx, limit)
+        if pos > self.start:
+            self.log_op(["trim", pos])
+        return removed
+
+    def trim_end(
+        self, maxlen: int | None, minid: int | None, approx: bool, limit: int
+    ) -> tuple[int, int]:
+        """Where `trim` with these arguments would move the start to, and how many
+        live entries that removes; changes nothing."""
         pos, removed = self.start, 0
         end = self.data.next_offset
         length = self.length
@@ -507,9 +517,7 @@ class Stream:
                     length, removed = length - 1, removed + 1
                 pos += 1
             break
-        if pos > self.start:
-            self.log_op(["trim", pos])
-        return removed
+        return pos, removed
 
     def set_id(self, last_id: int, entries_added: int | None, max_deleted: int | None) -> None:
         added = self.entries_added if entries_added is None else entries_added
@@ -528,15 +536,29 @@ class Stream:
 
 @_op("trim")
 def _apply_trim(stream: Stream, op: list[Any]) -> None:
-    start = op[1]
-    stream.start = max(stream.start, start)
-    stream.deleted = {o for o in stream.deleted if o >= stream.start}
+    move_start(stream, op[1])
 
 
 @_op("del")
 def _apply_del(stream: Stream, op: list[Any]) -> None:
-    stream.deleted.update(o for o in op[1] if o >= stream.start)
-    stream.max_deleted_id = max(stream.max_deleted_id, unpack_id(op[2]))
+    tombstone(stream, op[1], unpack_id(op[2]))
+
+
+# What the trim and del ops do, for the handlers of other machines' ops that trim or
+# delete too (narad/streams/references.py).
+
+
+def move_start(stream: Stream, start: int) -> None:
+    """Entries before offset `start` leave the stream (a trim)."""
+    stream.start = max(stream.start, start)
+    stream.deleted = {o for o in stream.deleted if o >= stream.start}
+
+
+def tombstone(stream: Stream, offsets: Iterable[int], max_deleted_id: int) -> None:
+    """The entries at `offsets` are deleted (XDEL); the max deleted ID is raised to
+    `max_deleted_id`."""
+    stream.deleted.update(o for o in offsets if o >= stream.start)
+    stream.max_deleted_id = max(stream.max_deleted_id, max_deleted_id)
     # Deleting the head moves the logical start, so the set stays small for queues.
     while stream.start in stream.deleted:
         stream.deleted.remove(stream.start)

@@ -402,8 +402,16 @@ def test_command_shapes(shared_narad: NaradProcess) -> None:
         assert conn.call("COMMAND", "GETKEYS", "XADD", "k", "*", "f", "v") == [b"k"]
 
 
-# Narad's commands that Redis 7.0 lacks (Redis 7.2 has them; redis-py sends SETINFO).
-NEWER_THAN_7_0 = {b"client|setinfo", b"client|no-touch", b"waitaof"}
+# Redis 8's stream commands, with COMMAND INFO's name, arity, flags, key positions
+# and categories as Redis 8 documents them (docs/streams.md).
+REDIS_8_STREAM_COMMANDS = {
+    b"xdelex": [-5, [b"write", b"fast"], 1, 1, 1, [b"@write", b"@stream", b"@fast"]],
+    b"xackdel": [-6, [b"write", b"fast"], 1, 1, 1, [b"@write", b"@stream", b"@fast"]],
+    b"xnack": [-7, [b"write", b"fast"], 1, 1, 1, [b"@write", b"@stream", b"@fast"]],
+}
+# Narad's commands that Redis 7.0 lacks (Redis 7.2 has the first ones; redis-py
+# sends SETINFO).
+NEWER_THAN_7_0 = {b"client|setinfo", b"client|no-touch", b"waitaof", *REDIS_8_STREAM_COMMANDS}
 # Narad's own, besides the Q.* commands: a sentinel's failover steps (docs/failover.md).
 NARAD_ONLY = {b"fence", b"promote"}
 
@@ -433,6 +441,12 @@ def test_command_info_as_redis(shared_narad: NaradProcess, redis_server: RedisPr
         if narad[name] != real[name]
     }
     assert differ == {}
+
+
+def test_command_info_of_redis_8_stream_commands(shared_narad: NaradProcess) -> None:
+    with Raw(shared_narad.port) as conn:
+        infos = _command_infos(conn, list(REDIS_8_STREAM_COMMANDS))
+    assert infos == {name: [name, *info][1:] for name, info in REDIS_8_STREAM_COMMANDS.items()}
 
 
 def _raw_reply(port: int, request: bytes) -> bytes:
