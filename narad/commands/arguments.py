@@ -136,7 +136,8 @@ SPECS: dict[str, str] = {
     "watch": "key:key...",
     "xack": "key:key group:string id:string...",
     "xadd": (
-        'key:key NOMKSTREAM?@6.2.0 trim{strategy(MAXLEN | MINID@6.2.0) operator("="=equal |'
+        'key:key NOMKSTREAM?@6.2.0 condition(KEEPREF | DELREF | ACKED)?@8.2.0'
+        ' trim{strategy(MAXLEN | MINID@6.2.0) operator("="=equal |'
         ' "~"=approximately)? threshold:string LIMIT=count:integer?@6.2.0}?'
         ' id_or_auto("*"=auto_id | id:string) field_value{field:string value:string}...'
     ),
@@ -150,6 +151,16 @@ SPECS: dict[str, str] = {
         " FORCE? JUSTID? LASTID=id:string?"
     ),
     "xdel": "key:key id:string...",
+    # Redis 8.2, 8.8 (docs/streams.md).
+    "xdelex": "key:key condition(KEEPREF | DELREF | ACKED)? IDS=ids{numids:integer id:string...}",
+    "xackdel": (
+        "key:key group:string condition(KEEPREF | DELREF | ACKED)?"
+        " IDS=ids{numids:integer id:string...}"
+    ),
+    "xnack": (
+        "key:key group:string mode(SILENT | FAIL | FATAL) IDS=ids{numids:integer id:string...}"
+        " RETRYCOUNT=retrycount:integer? FORCE?"
+    ),
     "xgroup|create": (
         'key:key groupname:string id(id:string | "$"=new_id) MKSTREAM?'
         " ENTRIESREAD=entries_read:integer?"
@@ -173,12 +184,14 @@ SPECS: dict[str, str] = {
     ),
     "xrange": "key:key start:string end:string COUNT=count:integer?",
     "xread": (
-        "COUNT=count:integer? BLOCK=milliseconds:integer? STREAMS=streams{key:key..."
-        " id:string...}"
+        "COUNT=count:integer? BLOCK=milliseconds:integer? MAXCOUNT=maxcount:integer?@8.10.0"
+        " MAXSIZE=maxsize:integer?@8.10.0 STREAMS=streams{key:key... id:string...}"
     ),
     "xreadgroup": (
         "GROUP=group_consumer{group:string consumer:string} COUNT=count:integer?"
-        " BLOCK=milliseconds:integer? NOACK? STREAMS=streams{key:key... id:string...}"
+        " BLOCK=milliseconds:integer? MAXCOUNT=maxcount:integer?@8.10.0"
+        " MAXSIZE=maxsize:integer?@8.10.0 NOACK? CLAIM=min-idle-time:integer?@8.4.0"
+        " STREAMS=streams{key:key... id:string...}"
     ),
     "xrevrange": "key:key end:string start:string COUNT=count:integer?",
     "xsetid": (
@@ -187,7 +200,7 @@ SPECS: dict[str, str] = {
     ),
     "xtrim": (
         'key:key trim{strategy(MAXLEN | MINID@6.2.0) operator("="=equal | "~"=approximately)?'
-        " threshold:string LIMIT=count:integer?@6.2.0}"
+        " threshold:string LIMIT=count:integer?@6.2.0} condition(KEEPREF | DELREF | ACKED)?@8.2.0"
     ),
     # Redis 7.2's, which Narad answers as 7.2 does.
     "client|setinfo": "attr(LIB-NAME=libname:string | LIB-VER=libver:string)",
