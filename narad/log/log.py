@@ -751,6 +751,9 @@ class Log:
     def read_with_buffer(self, offset: int, count_max: int) -> list[Record]:
         return reading.read_with_buffer(self, offset, count_max)
 
+    def id_ms_floor(self, offset: int) -> int | None:
+        return reading.id_ms_floor(self, offset)
+
     def read_reverse(
         self,
         offset: int,

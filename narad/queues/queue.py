@@ -210,6 +210,13 @@ class Queue:
         self.dead_lettered = 0
         self.dropped = 0
         self.schema_rejected = 0  # fan-out copies the queue's schema refused
+        # Counters for /metrics (narad/collectors.py), since this process opened the
+        # queue: not durable, and grown by replayed ops too (a restart starts them
+        # from what recovery replayed, which Prometheus reads as a counter reset).
+        self.delivered = 0  # messages handed out (each delivery of each message)
+        self.nacked = 0  # messages made visible again or delayed by Q.NACK
+        self.expired = 0  # deliveries whose visibility deadline passed (not dead-lettered)
+        self.receives_empty = 0  # Q.POP calls that found nothing visible when they ran
         self.dedup: dict[bytes, int] = {}
         self.subs: dict[int, Subscription] = {}
         # Not durable: push-mode consumers (narad/queues/push.py) and what they hold.
@@ -306,6 +313,8 @@ class Queue:
                 continue
             self._make_visible(offset, t)
             visible.append(offset)
+            if t.state == IN_FLIGHT:
+                self.expired += 1
         return visible, dead
 
     def _dead_on_visible(self, t: Tracked) -> bool:
@@ -542,6 +551,7 @@ def _apply_deliver(stream: Stream, op: list[Any]) -> None:
             tracked[offset] = pack(IN_FLIGHT, receives, delivery, deadline, t.first_ms or now_ms)
         queue._timer(deadline, offset)
     queue.deliveries = max(queue.deliveries, delivery)
+    queue.delivered += len(offsets)
     queue.cursor = cursor
 
 
@@ -561,6 +571,7 @@ def _apply_nack(stream: Stream, op: list[Any]) -> None:
         value = queue.tracked.get(offset)
         if value is None:
             continue
+        queue.nacked += 1
         t = unpack(value)
         if due:
             queue._track(offset, pack(DELAYED, t.receives, t.delivery, due, t.first_ms))
