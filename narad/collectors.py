@@ -376,7 +376,8 @@ def signature(queue: Queue, consumers: int) -> tuple[int, ...]:
 
 
 def queue_figures(queue: Queue, consumers: int) -> QueueFigures:
-    """One queue's figures, from memory; the age is left at 0 (see `oldest_id_ms`)."""
+    """One queue's figures, from memory; the age is left at 0 (it is worked out at
+    each scrape from Queue.oldest_visible_id_ms, kept)."""
     counts = queue.counts()
     return QueueFigures(
         counts["visible"], counts["in_flight"], counts["delayed"], 0.0,
@@ -384,21 +385,6 @@ def queue_figures(queue: Queue, consumers: int) -> QueueFigures:
         queue.dead_lettered, queue.dropped, queue.receives_empty, queue.schema_rejected,
         consumers,
     )
-
-
-def oldest_id_ms(queue: Queue) -> int | None:
-    """The time part of the ID of the oldest visible message (None: none visible),
-    from memory: exact when memory holds that message, else the ID time of the record
-    the sparse index names before it (narad/log/reading.py's `id_ms_floor`), so the
-    age it gives is never below the true age and at most one index interval (4 KiB
-    of messages) above it."""
-    offset = queue.oldest_visible()
-    if offset is None:
-        return None
-    data = queue.stream.data
-    if offset == data.next_offset - 1:
-        return int(data.last_id[0])
-    return data.id_ms_floor(offset)
 
 
 def oldest_age_s(id_ms: int | None, now_ms: int) -> float:
@@ -455,7 +441,8 @@ class KeyFamilies:
             if known is None or known.signature != sig:
                 figures = queue_figures(queue, consumers)
                 label = f'db="{stream.db}",queue="{key_label(stream.key)}"'
-                known = Kept(sig, figures, oldest_id_ms(queue), _queue_lines(label, figures), label)
+                lines = _queue_lines(label, figures)
+                known = Kept(sig, figures, queue.oldest_visible_id_ms(), lines, label)
             fresh[queue] = known
             out.append((known, oldest_age_s(known.oldest_id_ms, now_ms)))
         self.kept = fresh  # dropped queues leave with the old dict

@@ -290,6 +290,22 @@ class Queue:
             offset += 1
         return best
 
+    def oldest_visible_id_ms(self) -> int | None:
+        """The time part of the oldest visible message's ID (None: none visible),
+        from memory alone, never a file: exact when memory holds that message (the
+        log's write buffer, or it is the last one), else the ID time of the record
+        the data log's sparse index names at or before it (narad/log/reading.py's
+        `id_ms_floor`). So an age from it is never below the true age, and at most
+        one index interval (4 KiB of messages) above. For /metrics and INFO queues,
+        which must not read files; Q.STATS reads the message itself."""
+        offset = self.oldest_visible()
+        if offset is None:
+            return None
+        data = self.stream.data
+        if offset == data.next_offset - 1:
+            return int(data.last_id[0])
+        return data.id_ms_floor(offset)
+
     def expire(self, now_ms: int) -> tuple[list[int], list[int]]:
         """Deadlines and delays due by `now_ms`: those messages become visible.
         Returns (visible again, to dead-letter): a message already delivered
