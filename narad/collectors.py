@@ -398,6 +398,8 @@ def group_lag(stream: Stream, group: Group) -> int | None:
     added = stream.entries_added
     if not added or group.last_id >= stream.last_id:
         return 0
+    if group.last_id == 0:  # before every entry: all it holds are unread
+        return stream.length
     if group.entries_read is not None and stream.max_deleted_id < group.last_id:
         return added - group.entries_read
     return None

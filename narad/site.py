@@ -20,6 +20,7 @@ import base64
 import binascii
 from typing import TYPE_CHECKING
 
+from narad import dashboard
 from narad.acl.check import check
 from narad.collectors import Exposition
 from narad.commands.table import COMMANDS
@@ -45,7 +46,12 @@ class NodeSite:
         if request.path == "/metrics":
             body, content_type = self.exposition.scrape(request.headers.get("accept"))
             return Response(200, body, content_type)
-        return text(404, f"no page at {request.path}: try /metrics")
+        keys = self.exposition.keys
+        if request.path == "/":
+            return Response(200, dashboard.page(self.node, keys), "text/html; charset=utf-8")
+        if request.path == "/api/state":
+            return Response(200, dashboard.state_json(self.node, keys), "application/json")
+        return text(404, f"no page at {request.path}: try /, /metrics or /api/state")
 
     def refusal(self, request: Request) -> Response | None:
         """None when the request may be answered (module doc), else the 401/403."""
