@@ -11,9 +11,10 @@ registry, with the library's process metrics. The per-queue and per-stream famil
 (one series per queue or stream per family: 140,000 lines for 10,000 queues) are
 written as text here instead: each queue's lines are kept from one scrape to the
 next and made again only for a queue whose figures changed, so a scrape of ten
-thousand idle queues costs a few tens of milliseconds of the event loop, where the
-library's exposition takes about 0.7 s. `metrics-per-queue no` shows only totals
-over every queue and stream instead (as RabbitMQ's aggregated endpoint does).
+thousand idle queues costs about 100 ms of the event loop, where the library's
+exposition of those lines alone takes about 0.9 s (bench/README.md, "Metrics").
+`metrics-per-queue no` shows only totals over every queue and stream instead (as
+RabbitMQ's aggregated endpoint does).
 
 Names and units follow Prometheus conventions: seconds, bytes, `_total` counters.
 Every family and what it counts is listed in docs/operations.md. Counters count

@@ -12,7 +12,7 @@ written once and the connection closes when it is sent, or after WRITE_TIMEOUT_S
 the client does not read it. A malformed request line or header gets 400; another
 method 405 (with `Allow`); an unknown path 404. The server never runs a thread: a
 request is answered by a call on the event loop, so the site must answer quickly
-(narad/collectors.py keeps a scrape of ten thousand queues to a few tens of ms).
+(narad/collectors.py keeps a scrape of ten thousand queues to about 100 ms).
 
 Used by the data node (narad/server.py, through narad/site.py) and by the sentinel
 (narad/sentinel/metrics.py). Owned by the event loop thread.
