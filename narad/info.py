@@ -26,6 +26,7 @@ from narad.config.numbers import format_percentile
 
 if TYPE_CHECKING:
     from narad.node import Node
+    from narad.queues.queue import Queue
 
 DEFAULT_SECTIONS = (
     "server",
@@ -42,10 +43,12 @@ DEFAULT_SECTIONS = (
     "narad",
 )
 # INFO ALL / EVERYTHING: Redis's order (commandstats and latencystats among the
-# defaults), then Narad's own section.
+# defaults), then Narad's own sections. `queues` (one line per queue) is left out of
+# the default, as Redis leaves out the sections that grow with what the node holds
+# (commandstats, latencystats), and is in ALL and EVERYTHING, as those are.
 ALL_SECTIONS = (
     "server", "clients", "memory", "persistence", "stats", "replication", "cpu", "modules",
-    "commandstats", "errorstats", "latencystats", "cluster", "keyspace", "narad",
+    "commandstats", "errorstats", "latencystats", "cluster", "keyspace", "narad", "queues",
 )
 
 
@@ -182,6 +185,13 @@ def _persistence(s: Node) -> Fields:
         ("aof_rewrite_in_progress", 0),
         ("aof_rewrite_scheduled", 0),
         ("aof_last_write_status", "err" if failed else "ok"),
+        # Narad never rewrites nor snapshots (the log is the data): what Redis shows
+        # for a node that never did, for tools that read them (redis_exporter).
+        ("rdb_last_bgsave_time_sec", -1),
+        ("rdb_current_bgsave_time_sec", -1),
+        ("aof_last_rewrite_time_sec", -1),
+        ("aof_current_rewrite_time_sec", -1),
+        ("aof_last_bgrewrite_status", "ok"),
         ("aof_fsync_policy", policy),
         ("acked_writes_are", "durable" if policy == "always" else "appended"),
         ("load_time_seconds", f"{s.keyspace.loaded_s:.3f}"),
@@ -388,6 +398,54 @@ def _queues(s: Node) -> Fields:
     ]
 
 
+def _queue_lines(s: Node) -> Fields:
+    r"""INFO queues: one line per queue, as keyspace has one per database:
+    `queue.<name>:db=0,visible=..,inflight=..,delayed=..,oldest_age_ms=..,dlq=..,
+    consumers=..`, in database then name order (the dot keeps the field names
+    apart from every other section's, which have none). `dlq` counts the messages its
+    dead-letter queue holds unacked (0 without one); `oldest_age_ms` is read from
+    memory, as /metrics reads it (Queue.oldest_visible_id_ms). A name is shown with
+    bytes outside printable ASCII, and `:`, `,`, `=` and `\`, as \xHH."""
+    service = s.queues
+    now_ms = service.clock.now_ms()
+    held: dict[int, int] = {}  # id(queue) -> unacked messages, for DLQs met twice
+
+    def unacked(queue: Queue) -> int:
+        known = held.get(id(queue))
+        if known is None:
+            known = held[id(queue)] = sum(queue.counts().values())
+        return known
+
+    fields: Fields = []
+    queues = sorted(service.queues(), key=lambda q: (q.stream.db, q.stream.key))
+    waiters = s.keys.waiters
+    for queue in queues:
+        stream = queue.stream
+        counts = queue.counts()
+        id_ms = queue.oldest_visible_id_ms()
+        age = 0 if id_ms is None else max(0, now_ms - id_ms)
+        dlq = service.get(stream.db, queue.settings.dlq) if queue.settings.dlq else None
+        waiting = len(waiters.get((stream.db, stream.key), ())) if waiters else 0
+        fields.append((
+            f"queue.{info_name(stream.key)}",
+            f"db={stream.db},visible={counts['visible']},inflight={counts['in_flight']},"
+            f"delayed={counts['delayed']},oldest_age_ms={age},"
+            f"dlq={0 if dlq is None else unacked(dlq)},"
+            f"consumers={len(queue.consumers) + waiting}",
+        ))
+    return fields
+
+
+_INFO_SAFE = frozenset(range(0x21, 0x7F)) - frozenset(b":,=\\")
+
+
+def info_name(key: bytes) -> str:
+    """A key as INFO shows it in a field name (see `_queue_lines`)."""
+    if all(b in _INFO_SAFE for b in key):
+        return key.decode()
+    return "".join(chr(b) if b in _INFO_SAFE else f"\\x{b:02x}" for b in key)
+
+
 SECTIONS: dict[str, Callable[[Node], Fields]] = {
     "server": _server,
     "clients": _clients,
@@ -403,4 +461,5 @@ SECTIONS: dict[str, Callable[[Node], Fields]] = {
     "commandstats": _commandstats,
     "latencystats": _latencystats,
     "narad": _narad,
+    "queues": _queue_lines,
 }

@@ -89,6 +89,26 @@ class Histogram:
         return out
 
 
+class SummedHistogram(Histogram):
+    """A Histogram that also keeps the sum of what it recorded (Prometheus's _sum),
+    for durations off the per-command path: fsyncs, checkpoints, event-loop lag."""
+
+    __slots__ = ("sum",)
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.sum = 0
+
+    def record(self, ns: int, count: int = 1) -> None:
+        super().record(ns, count)
+        self.sum += ns * count
+
+
+def highest(index: int) -> int:
+    """The highest value bucket `index` holds."""
+    return _highest(index)
+
+
 def _highest(index: int) -> int:
     if index < 1 << SUB_BITS:
         return index
@@ -111,6 +131,8 @@ class Stats:
     reads_processed: int = 0  # data_received calls: one per socket read, as Redis counts
     writes_processed: int = 0  # transport writes of replies
     errors: Counter[str] = field(default_factory=Counter)
+    # How late the 100 ms sampling timer ran, in ns: the event loop's lag.
+    loop_lag: SummedHistogram = field(default_factory=lambda: SummedHistogram())
     # instantaneous_*: sampled every SAMPLE_INTERVAL_S by the server.
     ops_rate: Rate = field(default_factory=Rate)
     input_rate: Rate = field(default_factory=Rate)

@@ -37,13 +37,15 @@ from typing import Any
 import narad.commands  # noqa: F401 - fills the command table
 from narad import __version__, metrics, tls
 from narad.config import Config
-from narad.config.kinds import BadValue
+from narad.config.kinds import AUTO_PORT, BadValue
 from narad.connection import Client
 from narad.dispatch import Dispatcher
 from narad.listen import Listeners
 from narad.log.files import OPEN_FILES
 from narad.logs import NOTICE
+from narad.metrics_http import HttpServer
 from narad.node import Node
+from narad.site import NodeSite
 
 logger = logging.getLogger("narad.server")
 
@@ -60,6 +62,8 @@ class Server:
         self._stop_deadline_armed = False  # by the first stop signal (_stop_signal)
         self.listeners: Listeners | None = None
         self.tls_listeners: Listeners | None = None
+        self.metrics: HttpServer | None = None  # the metrics port's, while it listens
+        self._sample_due = 0.0  # loop time the sampling timer is due at
         self._build_tls()  # tls.TLSError: the start fails, as Redis's does
         config.on_change("port", self._listen_on_port)
         config.on_change("tls-port", self._listen_on_tls_port)
@@ -151,6 +155,32 @@ class Server:
             self.listeners.port if plain else 0, node.tls_port,
         )
 
+    def metrics_port(self) -> int:
+        """The port `metrics-port` names: `auto` is 8379 beside port 6379, else the
+        client port + 2000 (the TLS port's when port is 0); 0 (off) when both ports
+        are 0 or the sum passes 65535."""
+        config = self.config
+        asked = int(config["metrics-port"])  # type: ignore[call-overload]
+        if asked != AUTO_PORT:
+            return int(asked)
+        port: int = config["port"] or config["tls-port"]  # type: ignore[assignment]
+        if port == 6379:
+            return 8379
+        return port + 2000 if port and port + 2000 <= 65535 else 0
+
+    async def _listen_for_metrics(self) -> None:
+        """Serve /metrics and the dashboard (narad/site.py) on the metrics port at
+        `metrics-bind`'s addresses, else `bind`'s. OSError naming them when they
+        cannot be bound: the start fails, as for the client port."""
+        assert self.loop is not None
+        port = self.metrics_port()
+        if not port:
+            return
+        addresses = str(self.config["metrics-bind"] or self.config["bind"]).split()
+        self.metrics = HttpServer(self.loop, NodeSite(self.node))
+        await self.metrics.listen(addresses, port)
+        logger.info("metrics and dashboard on %s port %d", " ".join(addresses), self.metrics.port)
+
     def _server_context(self) -> ssl.SSLContext | None:
         return self.node.tls.server if self.node.tls is not None else None
 
@@ -203,10 +233,17 @@ class Server:
                 client.over_output_limit()
 
     def _sample(self) -> None:
-        """Every metrics.SAMPLE_INTERVAL_S: a sample of each instantaneous_* rate."""
-        assert self.loop is not None
-        self._sample_handle = self.loop.call_later(metrics.SAMPLE_INTERVAL_S, self._sample)
-        self.node.stats.sample(time.monotonic())
+        """Every metrics.SAMPLE_INTERVAL_S: a sample of each instantaneous_* rate, and
+        of the event loop's lag (how late this timer ran: what a client's command
+        waits when it arrives while something else holds the loop)."""
+        loop = self.loop
+        assert loop is not None
+        now = loop.time()
+        stats = self.node.stats
+        stats.loop_lag.record(max(0, int((now - self._sample_due) * 1e9)))
+        self._sample_due = now + metrics.SAMPLE_INTERVAL_S
+        self._sample_handle = loop.call_at(self._sample_due, self._sample)
+        stats.sample(time.monotonic())
 
     def _stop_signal(self, signum: int, frame: object) -> None:
         """SIGTERM or SIGINT. Python runs this in the main thread at its next check for
@@ -238,6 +275,7 @@ class Server:
         try:
             node.keyspace.open()
             self._listen_first()
+            await self._listen_for_metrics()
         except BaseException:
             node.keyspace.close()
             if created is not None:  # a failed start leaves no data dir of its own
@@ -251,7 +289,8 @@ class Server:
         port = node.tcp_port
         previous = {sig: signal.signal(sig, self._stop_signal) for sig in STOP_SIGNALS}
         self._cron_handle = self.loop.call_later(CRON_INTERVAL_S, self._cron)
-        self._sample_handle = self.loop.call_later(metrics.SAMPLE_INTERVAL_S, self._sample)
+        self._sample_due = self.loop.time() + metrics.SAMPLE_INTERVAL_S
+        self._sample_handle = self.loop.call_at(self._sample_due, self._sample)
         node.replication.start()
         self._log_role()
         logger.log(NOTICE, "event=ready port=%d: ready to accept connections", port)
@@ -267,6 +306,8 @@ class Server:
                 signal.signal(sig, handler)
             self.listeners.close()
             self.tls_listeners.close()
+            if self.metrics is not None:
+                self.metrics.close()
             node.end_of_iteration()
             node.barrier.stop()  # nothing commits after this: the keyspace closes
             for session in list(node.sessions.values()):

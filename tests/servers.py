@@ -174,6 +174,10 @@ class NaradProcess(ServerProcess):
             str(self.port),
             "--dir",
             str(self.folder / "data"),
+            # No metrics port unless the test asks for one (in `extra`, which wins):
+            # tests start many nodes at once, and port + 2000 may be another's.
+            "--metrics-port",
+            "0",
             *self.listen_options(),
             *self.extra,
         ]

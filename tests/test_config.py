@@ -126,7 +126,7 @@ def test_immutable_settings() -> None:
     fixed = {s.name for s in SETTINGS if not s.mutable}
     assert fixed == {
         "databases", "dir", "logfile", "daemonize", "pidfile", "enable-debug-command", "replicaof",
-        "aclfile",
+        "aclfile", "metrics-port", "metrics-bind",
     }
 
 
@@ -530,6 +530,10 @@ def test_get_renders_like_redis() -> None:
         "repl-timeout": "60",
         "repl-ping-replica-period": "1",
         "repl-ping-slave-period": "1",
+        "metrics-port": "auto",
+        "metrics-bind": "",
+        "metrics-per-queue": "yes",
+        "metrics-auth": "users",
     }
 
 
@@ -950,6 +954,7 @@ READ_WHERE_USED = {
     "checkpoint-bytes", "checkpoint-seconds", "masterauth", "masteruser",
     "replica-announce-ip", "replica-announce-port", "replica-priority", "min-replicas-timeout",
     "min-replicas-max-lag", "repl-timeout", "repl-ping-replica-period",
+    "metrics-per-queue", "metrics-auth",
 }
 
 

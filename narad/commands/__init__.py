@@ -6,6 +6,7 @@ from narad.commands import (  # noqa: F401
     connection,
     debug,
     groups,
+    introspection,
     keys,
     queues,
     replication,

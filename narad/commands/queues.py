@@ -367,6 +367,8 @@ def q_pop(session: Session, args: list[bytes]) -> Any:
         else:
             raise syntax()
     delivered = service.deliver_raw(queue, count, visibility)
+    if not delivered:
+        queue.receives_empty += 1
     if delivered or block is None:
         return messages_reply(session.protocol, delivered)
     if session.in_exec:

@@ -107,6 +107,24 @@ class IntKind(Kind):
         raise BadValue(f"argument must be between {self.minimum} and {self.maximum} inclusive")
 
 
+class PortOrAutoKind(IntKind):
+    """A port (0: off), or `auto`: a rule of the setting's own (the value is then
+    AUTO_PORT; whoever reads the setting applies the rule)."""
+
+    label: ClassVar[str] = "special"
+
+    def parse(self, args: Sequence[str], current: object) -> object:
+        if args[0].lower() == "auto":
+            return AUTO_PORT
+        return super().parse(args, current)
+
+    def show(self, value: object) -> str:
+        return "auto" if value == AUTO_PORT else str(value)
+
+
+AUTO_PORT = -1
+
+
 class MemoryKind(IntKind):
     """A byte count with units (512mb, 1gb, 64k); shown as plain bytes by CONFIG GET."""
 

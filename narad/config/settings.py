@@ -12,6 +12,7 @@ from __future__ import annotations
 from typing import NamedTuple
 
 from narad.config.kinds import (
+    AUTO_PORT,
     BindKind,
     BoolKind,
     BufferLimit,
@@ -22,6 +23,7 @@ from narad.config.kinds import (
     MemoryKind,
     OutputBufferLimits,
     PercentilesKind,
+    PortOrAutoKind,
     ReplicaOfKind,
     SaveKind,
     StringKind,
@@ -55,6 +57,7 @@ STREAMS = "Streams"
 SLOWLOG = "Slow log and latency"
 REPLICATION = "Replication"
 TLS = "TLS"
+METRICS = "Metrics and dashboard"
 
 DEFAULT_OUTPUT_BUFFER_LIMITS = OutputBufferLimits(
     normal=BufferLimit(GB, 0, 0),
@@ -589,6 +592,41 @@ SETTINGS: tuple[Setting, ...] = (
         " Also named repl-ping-slave-period.",
         REPLICATION,
         aliases=("repl-ping-slave-period",),
+    ),
+    Setting(
+        "metrics-port",
+        PortOrAutoKind(0, 65535),
+        AUTO_PORT,
+        "The HTTP port of /metrics (Prometheus) and the dashboard (0: off). auto: 8379"
+        " when port is 6379, else port + 2000 (tls-port + 2000 when port is 0; off when"
+        " both are 0 or the sum passes 65535).",
+        METRICS,
+        mutable=False,
+    ),
+    Setting(
+        "metrics-bind",
+        StringKind(),
+        "",
+        "Addresses the metrics port listens on, separated by spaces (empty: bind's).",
+        METRICS,
+        mutable=False,
+    ),
+    Setting(
+        "metrics-per-queue",
+        BoolKind(),
+        True,
+        "One series per queue and per stream in /metrics; no: only totals over all of"
+        " them (for nodes with very many queues).",
+        METRICS,
+    ),
+    Setting(
+        "metrics-auth",
+        EnumKind(("users", "none")),
+        "users",
+        "users: while clients must log in (requirepass or ACL users), /metrics and the"
+        " dashboard ask for HTTP Basic credentials of a user that may run INFO; none:"
+        " they are open to whoever reaches the metrics port.",
+        METRICS,
     ),
 )
 

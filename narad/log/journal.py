@@ -51,7 +51,7 @@ import struct
 import threading
 import time
 from collections.abc import Callable, Iterable, Iterator
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
@@ -61,6 +61,7 @@ from narad.log import checkpoint, format
 from narad.log.log import FsyncPolicy, Log, LogConfig, LogFailed, WriteError
 from narad.log.opening import LogCorrupted
 from narad.log.segment import segment_name
+from narad.metrics import Histogram, SummedHistogram
 
 logger = logging.getLogger("narad.log")
 
@@ -134,6 +135,16 @@ class CommitStats:
     records: int = 0  # log records those commits carried
     fsyncs: int = 0  # fsyncs of the journal (the everysec thread's included)
     bytes: int = 0  # journal bytes those commits took
+    # For /metrics (narad/collectors.py): each fsync's duration in ns (the everysec
+    # thread records too: a lost increment under a race is a sample, not a count,
+    # gone), and each commit's records (a count, recorded as the histogram's value).
+    fsync_ns: SummedHistogram = field(default_factory=SummedHistogram)
+    commit_records: Histogram = field(default_factory=Histogram)
+
+    def synced(self, began_ns: int) -> None:
+        """An fsync of the journal that began at perf_counter_ns `began_ns` ended."""
+        self.fsyncs += 1
+        self.fsync_ns.record(time.perf_counter_ns() - began_ns)
 
 
 # -- the record format ----------------------------------------------------------------
@@ -520,8 +531,10 @@ class Journal:
                         self._enter(why)
                 if self.written is not None:
                     self.written()
-            if self.policy is FsyncPolicy.ALWAYS and journal.sync():
-                self.stats.fsyncs += 1
+            if self.policy is FsyncPolicy.ALWAYS:
+                began = time.perf_counter_ns()
+                if journal.sync():
+                    self.stats.synced(began)
         except WriteError as exc:
             journal.drop_unwritten()
             self._enter(str(exc))
@@ -633,8 +646,10 @@ class Journal:
         self.behind_bytes += nbytes
         if self.behind_bytes > BEHIND_BYTES_MAX:
             self.write_behind()
-        self.stats.commits += 1
-        self.stats.records += records
+        stats = self.stats
+        stats.commits += 1
+        stats.records += records
+        stats.commit_records.record(records)
 
     # -- following a leader's journal (narad/replication/apply.py) --------------------
 
@@ -674,8 +689,10 @@ class Journal:
         if (why := self._newest_refused()) is not None:
             self._enter(why)
         self.stats.bytes += journal.size_bytes - before
-        if self.policy is FsyncPolicy.ALWAYS and journal.sync():
-            self.stats.fsyncs += 1
+        if self.policy is FsyncPolicy.ALWAYS:
+            began = time.perf_counter_ns()
+            if journal.sync():
+                self.stats.synced(began)
 
     def followed(self, carried: list[Log], starts: list[Log], records: int, nbytes: int) -> None:
         """A followed commit gave `carried` its records and moved the starts of
@@ -711,8 +728,9 @@ class Journal:
 
     def sync(self) -> None:
         """Make every commit so far durable (SAVE, CONFIG SET fsync always)."""
+        began = time.perf_counter_ns()
         if self.log.sync():
-            self.stats.fsyncs += 1
+            self.stats.synced(began)
 
     async def flush(self, log: Log) -> None:
         """Wait until `log`'s buffered records are committed: one commit at the end
@@ -767,8 +785,9 @@ class Journal:
 
     def _sync_quietly(self) -> None:
         try:
+            began = time.perf_counter_ns()
             if self.log.sync(own_fd=True):
-                self.stats.fsyncs += 1
+                self.stats.synced(began)
         except LogFailed as exc:
             logger.error("background fsync of the journal failed: %s", exc)
 

@@ -50,7 +50,7 @@ from typing import NamedTuple
 from narad.log import checkpoint, format, reading
 from narad.log.checkpoint import fsync_dir
 from narad.log.format import Record
-from narad.log.index import INTERVAL_BYTES
+from narad.log.index import ENTRY_BYTES, INTERVAL_BYTES
 from narad.log.opening import EPOCHS_CHECKPOINT, START_CHECKPOINT, open_folder
 from narad.log.segment import NO_SPACE_ERRNOS, Segment
 
@@ -60,6 +60,8 @@ logger = logging.getLogger("narad.log")
 # INTERVAL_BYTES of records) are durable and not in it yet, not at every fsync: the
 # index is a cache, and an open scans the records past its last entry anyway.
 INDEX_WRITE_ENTRIES = 16
+# What a segment's objects (Segment, its index, its path) take in memory, about.
+SEGMENT_OVERHEAD_BYTES = 600
 # Errors of a write, a file's creation or a descriptor's opening that pass once room
 # or descriptors are freed: they put a log in its write error state (see above).
 TRANSIENT_ERRNOS = NO_SPACE_ERRNOS | {errno.EMFILE, errno.ENFILE}
@@ -201,6 +203,15 @@ class Log:
     @property
     def size_bytes(self) -> int:
         return sum(seg.size for seg in self.segments) + len(self._pending)
+
+    def memory_bytes(self) -> int:
+        """About what this log holds in memory: its segments' sparse indexes and
+        the records buffered for writing (MEMORY USAGE)."""
+        indexed = sum(len(seg.index) for seg in self.segments) * ENTRY_BYTES
+        unjournaled = sum(len(piece) for piece in self._unjournaled)
+        return indexed + len(self._pending) + unjournaled + SEGMENT_OVERHEAD_BYTES * len(
+            self.segments
+        )
 
     def bytes_from(self, offset: int) -> int:
         """The bytes the log holds from record `offset` (at least its start offset) to
@@ -753,6 +764,9 @@ class Log:
 
     def read_with_buffer(self, offset: int, count_max: int) -> list[Record]:
         return reading.read_with_buffer(self, offset, count_max)
+
+    def id_ms_floor(self, offset: int) -> int | None:
+        return reading.id_ms_floor(self, offset)
 
     def read_reverse(
         self,

@@ -360,3 +360,25 @@ def _offset_of_id(log: Log, id_ms: int, id_seq: int, after: bool) -> int:
             if (rid > key) if after else (rid >= key):
                 return rec.offset
     return log.written_end
+
+
+def id_ms_floor(log: Log, offset: int) -> int | None:
+    """The time part of the ID of the record at `offset` (start_offset <= offset <
+    next_offset), or of an earlier record's, from memory alone: exact when the
+    record is still in the write buffer or an index entry names it, else the ID of
+    the sparse index entry before it (at most INTERVAL_BYTES of records earlier).
+    None when memory holds nothing at or before it. /metrics uses it for ages that
+    must not read a file (narad/collectors.py)."""
+    if log._pending_records and offset >= log._pending_offset:
+        skip = offset - log._pending_offset
+        records = format.scan(log._pending, 0, log.active.size, skip + 1)[0]
+        if len(records) > skip:
+            return records[skip].id_ms
+    at = bisect.bisect_right(log._bases, offset) - 1
+    while at >= 0:
+        index = log.segments[at].index
+        i = index.floor_offset(offset)
+        if i >= 0:
+            return index.entry(i)[2]
+        at -= 1
+    return None

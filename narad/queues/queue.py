@@ -210,6 +210,13 @@ class Queue:
         self.dead_lettered = 0
         self.dropped = 0
         self.schema_rejected = 0  # fan-out copies the queue's schema refused
+        # Counters for /metrics (narad/collectors.py), since this process opened the
+        # queue: not durable, and grown by replayed ops too (a restart starts them
+        # from what recovery replayed, which Prometheus reads as a counter reset).
+        self.delivered = 0  # messages handed out (each delivery of each message)
+        self.nacked = 0  # messages made visible again or delayed by Q.NACK
+        self.expired = 0  # deliveries whose visibility deadline passed (not dead-lettered)
+        self.receives_empty = 0  # Q.POP calls that found nothing visible when they ran
         self.dedup: dict[bytes, int] = {}
         self.subs: dict[int, Subscription] = {}
         # Not durable: push-mode consumers (narad/queues/push.py) and what they hold.
@@ -283,6 +290,22 @@ class Queue:
             offset += 1
         return best
 
+    def oldest_visible_id_ms(self) -> int | None:
+        """The time part of the oldest visible message's ID (None: none visible),
+        from memory alone, never a file: exact when memory holds that message (the
+        log's write buffer, or it is the last one), else the ID time of the record
+        the data log's sparse index names at or before it (narad/log/reading.py's
+        `id_ms_floor`). So an age from it is never below the true age, and at most
+        one index interval (4 KiB of messages) above. For /metrics and INFO queues,
+        which must not read files; Q.STATS reads the message itself."""
+        offset = self.oldest_visible()
+        if offset is None:
+            return None
+        data = self.stream.data
+        if offset == data.next_offset - 1:
+            return int(data.last_id[0])
+        return data.id_ms_floor(offset)
+
     def expire(self, now_ms: int) -> tuple[list[int], list[int]]:
         """Deadlines and delays due by `now_ms`: those messages become visible.
         Returns (visible again, to dead-letter): a message already delivered
@@ -306,6 +329,8 @@ class Queue:
                 continue
             self._make_visible(offset, t)
             visible.append(offset)
+            if t.state == IN_FLIGHT:
+                self.expired += 1
         return visible, dead
 
     def _dead_on_visible(self, t: Tracked) -> bool:
@@ -547,6 +572,7 @@ def _apply_deliver(stream: Stream, op: list[Any]) -> None:
             tracked[offset] = pack(IN_FLIGHT, receives, delivery, deadline, t.first_ms or now_ms)
         queue._timer(deadline, offset)
     queue.deliveries = max(queue.deliveries, delivery)
+    queue.delivered += len(offsets)
     queue.cursor = cursor
 
 
@@ -566,6 +592,7 @@ def _apply_nack(stream: Stream, op: list[Any]) -> None:
         value = queue.tracked.get(offset)
         if value is None:
             continue
+        queue.nacked += 1
         t = unpack(value)
         if due:
             queue._track(offset, pack(DELAYED, t.receives, t.delivery, due, t.first_ms))

@@ -3,7 +3,7 @@ rewriting it with the sentinel's state, SENTINEL SET and SENTINEL CONFIG GET|SET
 conf/sentinel.conf rendered from the table of directives (`DIRECTIVES`), which also
 holds every default, so that the example and the defaults cannot drift.
 
-The file: top-level lines (`port`, `bind`, `dir`, `logfile`, `loglevel`,
+The file: top-level lines (`port`, `bind`, `metrics-port`, `dir`, `logfile`, `loglevel`,
 `requirepass`, `protected-mode`, `daemonize no`), and `sentinel ...` lines: the
 global ones (`myid`, `current-epoch`, `announce-ip`, ...) and, after `sentinel monitor
 <name> <host> <port> <quorum>`, the per-group ones (`down-after-milliseconds <name>
@@ -53,6 +53,9 @@ class Directive(NamedTuple):
 DIRECTIVES = [
     Directive("port", "26379", "The port the sentinel listens on."),
     Directive("bind", "127.0.0.1", "The addresses it listens on (several may be given)."),
+    Directive("metrics-port", "auto", "The HTTP port of its /metrics (Prometheus): auto is "
+              "port + 2000 (tls-port + 2000 when port is 0); 0: off. It listens at bind's "
+              "addresses."),
     Directive("dir", ".", "Accepted for Redis's config: the sentinel keeps its state in this "
               "file alone."),
     Directive("logfile", '""', 'The log file; "" logs to standard error.'),
@@ -152,6 +155,7 @@ class SentinelConfig:
     sentinel_user: str | None = None
     sentinel_pass: str | None = None
     tls_port: int = 0
+    metrics_port: int = -1  # -1: auto (see DIRECTIVES)
     tls: TLSSettings = field(default_factory=TLSSettings)  # the other tls-* directives
     masters: dict[str, MasterConfig] = field(default_factory=dict)  # in file order
 
@@ -228,6 +232,8 @@ def _apply(config: SentinelConfig, args: list[str]) -> None:
         config.port = _port(value)
     elif name == "tls-port":
         config.tls_port = _port(value)
+    elif name == "metrics-port":
+        config.metrics_port = -1 if value.lower() == "auto" else _port(value)
     elif name == "dir":
         config.dir = value
     elif name == "logfile":
@@ -401,6 +407,8 @@ def _top_lines(config: SentinelConfig) -> dict[str, str]:
         "log-format": f"log-format {config.log_format}",
         "requirepass": f"requirepass {bare_or_quoted(config.requirepass or '')}",
         "tls-port": f"tls-port {config.tls_port}",
+        "metrics-port": "metrics-port "
+        + ("auto" if config.metrics_port < 0 else str(config.metrics_port)),
         **{
             name: f"{name} {_tls_shown(getattr(config.tls, attr))}"
             for name, (attr, _) in _TLS.items()

@@ -83,12 +83,14 @@ def start(sentinel: Sentinel, group: Group, forced: bool) -> None:
 
 
 async def _run(sentinel: Sentinel, group: Group, failover: Failover) -> None:
+    outcome = "abort-error"  # as its event names it, without the sign (/metrics)
     try:
         with anyio.fail_after(group.failover_timeout_s):
-            await _steps(sentinel, group, failover)
+            outcome = await _steps(sentinel, group, failover)
     except Abort as exc:
         await _undrain(sentinel, group, failover)
         kind, _, why = str(exc).partition(" ")
+        outcome = f"abort-{kind}"
         sentinel.event(f"-failover-abort-{kind}", sentinel.describe(group))
         if why:
             logger.warning("event=failover_aborted group=%s reason=%r", group.name, why)
@@ -96,17 +98,21 @@ async def _run(sentinel: Sentinel, group: Group, failover: Failover) -> None:
             group.stuck = why
     except TimeoutError:
         await _undrain(sentinel, group, failover)
+        outcome = "abort-timeout"
         sentinel.event("-failover-abort-timeout", sentinel.describe(group))
     except Exception:
         logger.exception("event=failover_failed group=%s", group.name)
         sentinel.event("-failover-abort-error", sentinel.describe(group))
     finally:
+        group.failovers[outcome] = group.failovers.get(outcome, 0) + 1
+        group.last_failover_end = time.time()
         group.failover = None
         for node in group.nodes.values():
             node.flags.clear()
 
 
-async def _steps(sentinel: Sentinel, group: Group, failover: Failover) -> None:
+async def _steps(sentinel: Sentinel, group: Group, failover: Failover) -> str:
+    """The failover, step by step; how it ended: `end` or `end-for-timeout`."""
     epoch = failover.epoch
     if not failover.forced:
         await _elect(sentinel, group, epoch)
@@ -137,6 +143,7 @@ async def _steps(sentinel: Sentinel, group: Group, failover: Failover) -> None:
         await _reconfigure(sentinel, group, chosen)
     kind = "+failover-end-for-timeout" if scope.cancelled_caught else "+failover-end"
     sentinel.event(kind, sentinel.describe(group))
+    return kind.removeprefix("+failover-")
 
 
 async def _undrain(sentinel: Sentinel, group: Group, failover: Failover) -> None:

@@ -428,6 +428,8 @@ class Sentinel:
         group.odown_since_s = 0.0
         self.persist()
         if (host, port) != (old_host, old_port):
+            group.leader_switches += 1
+            group.last_switch = time.time()
             self.event("+switch-master", f"{config.name} {old_host} {old_port} {host} {port}")
 
     # -- the periodic check ---------------------------------------------------------------

@@ -26,8 +26,9 @@ import anyio.streams.tls
 
 from narad import tls
 from narad.logs import NOTICE
+from narad.metrics_http import HttpServer
 from narad.process import log_level, log_to, loop_factory
-from narad.sentinel import commands, failover, watch
+from narad.sentinel import commands, failover, metrics, watch
 from narad.sentinel import config as sentinel_config
 from narad.sentinel.connection import Connection
 from narad.sentinel.sentinel import Sentinel
@@ -93,16 +94,26 @@ class SentinelServer:
             if not plain:
                 self.sentinel.port = config.tls_port
         listener = anyio.streams.stapled.MultiListener(listeners)
+        port = metrics.metrics_port(config.port, config.tls_port, config.metrics_port)
+        http: HttpServer | None = None
+        if port:  # OSError naming the address and port: the start fails
+            http = HttpServer(asyncio.get_running_loop(), metrics.SentinelSite(self.sentinel))
+            await http.listen(list(config.bind), port)
+            logger.info("event=metrics_listening bind=%s port=%d", " ".join(config.bind), http.port)
         logger.log(
             NOTICE,
             "event=sentinel_ready port=%d id=%s config=%s", self.sentinel.port,
             self.sentinel.my_id, config.path,
         )
-        with self._scope:
-            async with anyio.create_task_group() as tasks:
-                tasks.start_soon(self._signals)
-                tasks.start_soon(self.sentinel.run, tasks)
-                await listener.serve(self._client, tasks)
+        try:
+            with self._scope:
+                async with anyio.create_task_group() as tasks:
+                    tasks.start_soon(self._signals)
+                    tasks.start_soon(self.sentinel.run, tasks)
+                    await listener.serve(self._client, tasks)
+        finally:
+            if http is not None:
+                http.close()
 
     async def _client(self, stream: anyio.abc.SocketStream) -> None:
         connection = Connection(self.sentinel, stream, commands.COMMANDS)

@@ -142,6 +142,15 @@ class Group:
     # `peers`: (ip, port, run id) -> monotonic time before which the claim is not
     # probed again (it is being probed, or was refused). Bounded: CLAIMS_MAX.
     claims: dict[tuple[str, int, str], float] = field(default_factory=dict)
+    # Failovers this sentinel ran, by how they ended (their event's name without the
+    # sign: end, end-for-timeout, abort-no-majority, abort-timeout, ...), and when
+    # the last one ended (Unix seconds; 0: none). Not kept across restarts.
+    failovers: dict[str, int] = field(default_factory=dict)
+    last_failover_end: float = 0.0
+    # Leader changes this sentinel applied (its own failovers' and those it learned
+    # of), and when the last one was applied (Unix seconds; 0: none).
+    leader_switches: int = 0
+    last_switch: float = 0.0
 
     @property
     def name(self) -> str:

@@ -21,7 +21,7 @@ from redis.sentinel import Sentinel
 
 from tests import netns
 from tests.replication.cluster import NodeMaker, follow, group, wait_synced
-from tests.servers import NaradProcess, ServerProcess, wait_until
+from tests.servers import NaradProcess, ServerProcess, free_port, wait_until
 from tests.tls import Certificates, TLSClients, make_certificates, tls_nodes
 
 NAME = "mymaster"
@@ -32,13 +32,18 @@ QUORUM_ACKS = ["--min-replicas-to-ack", "1", "--min-replicas-timeout", "2000"]
 class SentinelProcess(ServerProcess):
     def __init__(
         self, folder: Path, leader: NaradProcess, settings: list[str],
-        netns: str | None = None, host: str = "127.0.0.1",
+        netns: str | None = None, host: str = "127.0.0.1", metrics_port: int = 0,
     ) -> None:
         super().__init__(folder, netns=netns, host=host)
+        # No metrics port unless a test asks for one (port + 2000 may be another's).
+        self.metrics_port = metrics_port
         self.conf = folder / "sentinel.conf"
         folder.mkdir(parents=True, exist_ok=True)
         if not self.conf.exists():  # a restart keeps what the sentinel wrote there
-            lines = [f"sentinel monitor {NAME} {leader.host} {leader.port} 2", *settings]
+            lines = [
+                f"metrics-port {metrics_port}",
+                f"sentinel monitor {NAME} {leader.host} {leader.port} 2", *settings,
+            ]
             self.conf.write_text("".join(line + "\n" for line in lines))
 
     def listen_flags(self) -> list[str]:
@@ -126,6 +131,7 @@ def deployment(
     sentinel_settings: list[str] | None = None, node_extra: list[str] | None = None,
     network: netns.Network | None = None, certs: Certificates | None = None,
     users: bool = False,
+    sentinel_metrics: bool = False,
 ) -> Iterator[Deployment]:
     """With `network`, each data node and then each sentinel runs in a namespace of
     its own, in that order (nodes 0 .. replicas, then the sentinels).
@@ -183,7 +189,9 @@ def deployment(
                 for spot in network.nodes[replicas + 1: replicas + 1 + sentinels]
             ]
         procs = [
-            SentinelProcess(tmp_path / f"s{i}", nodes[0], sentinel_lines, **places[i])
+            SentinelProcess(tmp_path / f"s{i}", nodes[0], sentinel_lines,
+                            metrics_port=free_port() if sentinel_metrics else 0,
+                            **places[i])
             for i in range(sentinels)
         ]
         for proc in procs:

@@ -145,7 +145,7 @@ def test_ckquorum_and_info_warn_when_acks_are_too_few_for_a_majority(tmp_path: P
 
 def test_started_as_narad_server_sentinel_with_a_password(tmp_path: Path) -> None:
     conf = tmp_path / "s.conf"
-    conf.write_text("requirepass pw\nsentinel monitor m 127.0.0.1 1 1\n")
+    conf.write_text("requirepass pw\nmetrics-port 0\nsentinel monitor m 127.0.0.1 1 1\n")
     port = free_port()
     proc = subprocess.Popen(
         [sys.executable, "-m", "narad", "server", str(conf), "--sentinel", "--port", str(port)],
