@@ -1,11 +1,44 @@
-"""Reading the `runs` stream the Celery and Dramatiq test tasks write: who ran what."""
+"""The Celery and Dramatiq tests' worker processes, and reading the `runs` stream
+their tasks write: who ran what."""
 
 from __future__ import annotations
 
+import os
+import signal
+import subprocess
 from collections import defaultdict
+from collections.abc import Iterator
+from contextlib import contextmanager
 from dataclasses import dataclass, field
+from pathlib import Path
 
 import redis
+
+from tests.servers import ROOT, NaradProcess
+
+
+@contextmanager
+def worker_process(
+    argv: list[str], narad: NaradProcess, log: Path, stop_s: float,
+) -> Iterator[subprocess.Popen[bytes]]:
+    """A worker process of `argv` whose broker and record are `narad`, in a process
+    group of its own; SIGTERM to the group after, then SIGKILL past `stop_s`."""
+    env = {**os.environ, "PYTHONPATH": str(ROOT),
+           "NARAD_BROKER": f"narad://127.0.0.1:{narad.port}",
+           "NARAD_RECORD": f"redis://127.0.0.1:{narad.port}"}
+    with open(log, "ab") as out:
+        proc = subprocess.Popen(argv, cwd=ROOT, env=env, stdout=out, stderr=out,
+                                start_new_session=True)
+    try:
+        yield proc
+    finally:
+        if proc.poll() is None:
+            os.killpg(proc.pid, signal.SIGTERM)
+            try:
+                proc.wait(stop_s)
+            except subprocess.TimeoutExpired:
+                os.killpg(proc.pid, signal.SIGKILL)
+                proc.wait()
 
 
 @dataclass

@@ -12,14 +12,13 @@ import signal
 import subprocess
 import sys
 import time
-from collections.abc import Iterator
-from contextlib import contextmanager
+from contextlib import AbstractContextManager
 from pathlib import Path
 
 import pytest
 
 from narad.client import connect
-from tests.client.runs import Runs
+from tests.client.runs import Runs, worker_process
 from tests.servers import ROOT, NaradProcess, wait_until
 
 pytest.importorskip("celery")
@@ -35,28 +34,16 @@ TASKS = 500
 COUNTDOWN_S = 2.0
 
 
-@contextmanager
-def celery_worker(narad: NaradProcess, name: str, log: Path) -> Iterator[subprocess.Popen[bytes]]:
-    env = {**os.environ, "PYTHONPATH": str(ROOT),
-           "NARAD_BROKER": f"narad://127.0.0.1:{narad.port}",
-           "NARAD_RECORD": f"redis://127.0.0.1:{narad.port}"}
-    with open(log, "ab") as out:
-        proc = subprocess.Popen(
-            [sys.executable, "-m", "celery", "-A", "tests.client.celery_app", "worker",
-             "-P", "threads", "-c", "8", "-n", f"{name}@%h", "--without-mingle",
-             "--without-gossip", "-l", "warning"],
-            cwd=ROOT, env=env, stdout=out, stderr=out, start_new_session=True,
-        )
-    try:
-        yield proc
-    finally:
-        if proc.poll() is None:
-            os.killpg(proc.pid, signal.SIGTERM)
-            try:
-                proc.wait(20)
-            except subprocess.TimeoutExpired:
-                os.killpg(proc.pid, signal.SIGKILL)
-                proc.wait()
+def celery_worker(
+    narad: NaradProcess, name: str, log: Path,
+) -> AbstractContextManager[subprocess.Popen[bytes]]:
+    """A `celery worker` process of tests/client/celery_app.py on `narad`."""
+    return worker_process(
+        [sys.executable, "-m", "celery", "-A", "tests.client.celery_app", "worker",
+         "-P", "threads", "-c", "8", "-n", f"{name}@%h", "--without-mingle",
+         "--without-gossip", "-l", "warning"],
+        narad, log, 20,
+    )
 
 
 def sender(narad: NaradProcess) -> Celery:

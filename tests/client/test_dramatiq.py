@@ -9,15 +9,14 @@ import signal
 import subprocess
 import sys
 import time
-from collections.abc import Iterator
-from contextlib import contextmanager
+from contextlib import AbstractContextManager
 from pathlib import Path
 
 import pytest
 
 from narad.client import connect
 from narad.dramatiq import NaradBroker
-from tests.client.runs import Runs
+from tests.client.runs import Runs, worker_process
 from tests.servers import ROOT, NaradProcess, wait_until
 
 pytest.importorskip("dramatiq")
@@ -30,27 +29,14 @@ DELAY_MS = 2000
 FAILING = 10_000  # a task number outside the checked range
 
 
-@contextmanager
-def dramatiq_worker(narad: NaradProcess, log: Path) -> Iterator[subprocess.Popen[bytes]]:
-    env = {**os.environ, "PYTHONPATH": str(ROOT),
-           "NARAD_BROKER": f"narad://127.0.0.1:{narad.port}",
-           "NARAD_RECORD": f"redis://127.0.0.1:{narad.port}"}
-    with open(log, "ab") as out:
-        proc = subprocess.Popen(
-            [sys.executable, "-m", "dramatiq", "tests.client.dramatiq_app", "-p", "1",
-             "-t", "8"],
-            cwd=ROOT, env=env, stdout=out, stderr=out, start_new_session=True,
-        )
-    try:
-        yield proc
-    finally:
-        if proc.poll() is None:
-            os.killpg(proc.pid, signal.SIGTERM)
-            try:
-                proc.wait(30)
-            except subprocess.TimeoutExpired:
-                os.killpg(proc.pid, signal.SIGKILL)
-                proc.wait()
+def dramatiq_worker(
+    narad: NaradProcess, log: Path,
+) -> AbstractContextManager[subprocess.Popen[bytes]]:
+    """A `dramatiq` worker process of tests/client/dramatiq_app.py on `narad`."""
+    return worker_process(
+        [sys.executable, "-m", "dramatiq", "tests.client.dramatiq_app", "-p", "1", "-t", "8"],
+        narad, log, 30,
+    )
 
 
 def test_dramatiq_workers_survive_a_kill(
