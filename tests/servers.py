@@ -122,7 +122,7 @@ class ServerProcess:
     def _answers(self) -> bool:
         assert self.proc is not None
         if self.proc.poll() is not None:
-            raise RuntimeError(f"server exited with {self.proc.returncode}: {self.log()}")
+            raise RuntimeError(f"server exited with {self.proc.returncode}: {self.log()[-4000:]}")
         try:
             with socket.create_connection((self.host, self.port), timeout=1) as sock:
                 sock.sendall(b"PING\r\n")
@@ -131,8 +131,9 @@ class ServerProcess:
             return False
 
     def log(self) -> str:
+        """The whole log (what a test looks for may be anywhere in it)."""
         try:
-            return self.log_path.read_text(errors="replace")[-4000:]
+            return self.log_path.read_text(errors="replace")
         except OSError:
             return ""
 

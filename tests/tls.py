@@ -121,7 +121,7 @@ class TLSClients:
     def _answers(self) -> bool:
         assert self.proc is not None
         if self.proc.poll() is not None:
-            raise RuntimeError(f"server exited with {self.proc.returncode}: {self.log()}")
+            raise RuntimeError(f"server exited with {self.proc.returncode}: {self.log()[-4000:]}")
         try:
             with tls_connection(self.host, self.port, self.certs.context()) as sock:
                 sock.sendall(b"PING\r\n")
