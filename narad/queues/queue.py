@@ -344,9 +344,16 @@ class Queue:
         heapq.heappush(self.ready, offset)
 
     def unacked_floor(self) -> int:
-        """The offset of the first message not acked (visible, in flight or delayed):
-        everything below it is acked or dead-lettered. O(messages tracked)."""
-        return min(min(self.tracked, default=self.cursor), self.cursor)
+        """The offset of the first message not acked (visible, in flight or delayed)
+        that the log still holds: everything from the start up to it is acked or
+        dead-lettered. State left about offsets below the start (removed by size) does
+        not hold it back. O(messages tracked)."""
+        start = self.stream.start
+        floor = max(self.cursor, start)
+        for offset in self.tracked:
+            if start <= offset < floor:
+                floor = offset
+        return floor
 
     def next_due(self) -> int | None:
         return self.timers[0] >> _OFFSET_BITS if self.timers else None
