@@ -34,7 +34,14 @@ from redis.asyncio.retry import Retry
 from redis.asyncio.sentinel import Sentinel
 from redis.backoff import NoBackoff
 
-from narad.client.connect import BACKOFF_FIRST_S, BACKOFF_MAX_S, Target, parse_url
+from narad.client.connect import (
+    BACKOFF_FIRST_S,
+    BACKOFF_MAX_S,
+    Target,
+    node_kwargs,
+    parse_url,
+    sentinel_kwargs,
+)
 from narad.client.consumer import RENEW_WHEN_LEFT, ConsumerCounters
 from narad.client.errors import (
     RetryTimeout,
@@ -71,26 +78,13 @@ class Client:
 
     def _make_redis(self) -> aredis.Redis:
         t = self.target
-        kwargs: dict[str, Any] = {
-            "db": t.db, "username": t.username, "password": t.password,
-            "protocol": t.protocol, "socket_timeout": t.timeout_s,
-            "socket_connect_timeout": min(t.timeout_s, 2.0), "socket_keepalive": True,
-            "retry": Retry(NoBackoff(), 0), "health_check_interval": 0,
-        }
-        if t.tls:
-            kwargs.update({"ssl": True, **t.tls_options})
+        kwargs = node_kwargs(t, Retry(NoBackoff(), 0))
         if t.sentinel_group is None:
             host, port = t.hosts[0]
             return aredis.Redis(host=host, port=port, **kwargs)
-        sentinel_kwargs: dict[str, Any] = {
-            "socket_timeout": min(t.timeout_s, 2.0),
-            "socket_connect_timeout": min(t.timeout_s, 2.0),
-            "password": t.sentinel_password, "protocol": t.protocol,
-            "retry": Retry(NoBackoff(), 0),
-        }
-        if t.tls:
-            sentinel_kwargs.update({"ssl": True, **t.tls_options})
-        self.sentinel = Sentinel(t.hosts, sentinel_kwargs=sentinel_kwargs, **kwargs)
+        self.sentinel = Sentinel(
+            t.hosts, sentinel_kwargs=sentinel_kwargs(t, Retry(NoBackoff(), 0)), **kwargs
+        )
         master: aredis.Redis = self.sentinel.master_for(t.sentinel_group, **kwargs)
         return master
 

@@ -122,6 +122,34 @@ def _host_port(text_: str, default: int) -> tuple[str, int]:
     return host, int(port) if port else default
 
 
+def node_kwargs(t: Target, no_retry: Any) -> dict[str, Any]:
+    """redis-py's arguments for a connection to a data node of `t`, sync or asyncio
+    alike; `no_retry` is that flavour's Retry that never retries (the client's own
+    bounded retry does)."""
+    kwargs: dict[str, Any] = {
+        "db": t.db, "username": t.username, "password": t.password,
+        "protocol": t.protocol, "socket_timeout": t.timeout_s,
+        "socket_connect_timeout": min(t.timeout_s, 2.0), "socket_keepalive": True,
+        "retry": no_retry, "health_check_interval": 0,
+    }
+    if t.tls:
+        kwargs.update({"ssl": True, **t.tls_options})
+    return kwargs
+
+
+def sentinel_kwargs(t: Target, no_retry: Any) -> dict[str, Any]:
+    """redis-py's arguments for a connection to one of `t`'s sentinels."""
+    kwargs: dict[str, Any] = {
+        "socket_timeout": min(t.timeout_s, 2.0),
+        "socket_connect_timeout": min(t.timeout_s, 2.0),
+        "password": t.sentinel_password, "protocol": t.protocol,
+        "retry": no_retry,
+    }
+    if t.tls:
+        kwargs.update({"ssl": True, **t.tls_options})
+    return kwargs
+
+
 class Client:
     """A connection pool to the leader, with the bounded retry of the module
     docstring. Thread-safe as redis-py's client is; `redis` is the redis-py client
@@ -133,33 +161,15 @@ class Client:
         self.sentinel: Sentinel | None = None
         self.redis = self._make_redis()
 
-    def _node_kwargs(self) -> dict[str, Any]:
-        t = self.target
-        kwargs: dict[str, Any] = {
-            "db": t.db, "username": t.username, "password": t.password,
-            "protocol": t.protocol, "socket_timeout": t.timeout_s,
-            "socket_connect_timeout": min(t.timeout_s, 2.0), "socket_keepalive": True,
-            "retry": Retry(NoBackoff(), 0), "health_check_interval": 0,
-        }
-        if t.tls:
-            kwargs.update({"ssl": True, **t.tls_options})
-        return kwargs
-
     def _make_redis(self) -> redis.Redis:
         t = self.target
-        kwargs = self._node_kwargs()
+        kwargs = node_kwargs(t, Retry(NoBackoff(), 0))
         if t.sentinel_group is None:
             host, port = t.hosts[0]
             return redis.Redis(host=host, port=port, **kwargs)
-        sentinel_kwargs: dict[str, Any] = {
-            "socket_timeout": min(t.timeout_s, 2.0),
-            "socket_connect_timeout": min(t.timeout_s, 2.0),
-            "password": t.sentinel_password, "protocol": t.protocol,
-            "retry": Retry(NoBackoff(), 0),
-        }
-        if t.tls:
-            sentinel_kwargs.update({"ssl": True, **t.tls_options})
-        self.sentinel = Sentinel(t.hosts, sentinel_kwargs=sentinel_kwargs, **kwargs)
+        self.sentinel = Sentinel(
+            t.hosts, sentinel_kwargs=sentinel_kwargs(t, Retry(NoBackoff(), 0)), **kwargs
+        )
         master: redis.Redis = self.sentinel.master_for(t.sentinel_group, **kwargs)
         return master
 
