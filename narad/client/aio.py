@@ -59,7 +59,14 @@ from narad.client.messages import (
     text,
 )
 from narad.client.producer import ProducerCounters
-from narad.client.queue import BLOCK_SLICE_MS, Payload
+from narad.client.queue import (
+    BLOCK_SLICE_MS,
+    Payload,
+    create_args,
+    name_refused,
+    pop_args,
+    push_args,
+)
 
 logger = logging.getLogger("narad.client")
 T = TypeVar("T")
@@ -162,15 +169,10 @@ class Queue:
                      dlq: str | None = None, delay_ms: int | None = None,
                      retention_ms: int | None = None, maxbytes: int | None = None,
                      dedupwindow_ms: int | None = None, exist_ok: bool = False) -> bool:
-        options = {"VISIBILITY": visibility_ms, "MAXRECEIVES": maxreceives, "DLQ": dlq,
-                   "DELAY": delay_ms, "RETENTION": retention_ms, "MAXBYTES": maxbytes,
-                   "DEDUPWINDOW": dedupwindow_ms}
-        args: list[Any] = ["Q.CREATE", self.name]
-        for name, value in options.items():
-            if value is not None:
-                args += [name, value]
-        if exist_ok:
-            args.append("NX")
+        args = create_args(self.name, {
+            "VISIBILITY": visibility_ms, "MAXRECEIVES": maxreceives, "DLQ": dlq,
+            "DELAY": delay_ms, "RETENTION": retention_ms, "MAXBYTES": maxbytes,
+            "DEDUPWINDOW": dedupwindow_ms}, exist_ok)
         reply = await self.client.execute(*args)
         return not exist_ok or bool(reply)
 
@@ -190,22 +192,13 @@ class Queue:
     async def stats(self) -> QueueStats:
         return QueueStats.from_reply(await self.client.execute("Q.STATS", self.name))
 
-    def push_args(self, delay_ms: float | None, dedup: str | None) -> list[Any]:
-        args: list[Any] = ["Q.PUSH", self.name]
-        if delay_ms:
-            args += ["DELAY", max(0, int(delay_ms))]
-        if dedup is not None:
-            args += ["DEDUP", dedup]
-        return args
-
     async def push(self, payload: Payload, *, delay_ms: float | None = None,
                    dedup: str | None = None) -> str:
         try:
-            return text(await self.client.execute(*self.push_args(delay_ms, dedup), payload,
+            return text(await self.client.execute(*push_args(self.name, delay_ms, dedup), payload,
                                                   retry=dedup is not None))
         except SchemaRejected as exc:
-            exc.payload = payload.encode() if isinstance(payload, str) else payload
-            exc.index = 0
+            name_refused(exc, [payload])
             raise
 
     async def push_many(self, payloads: Sequence[Payload], *,
@@ -213,22 +206,16 @@ class Queue:
         if not payloads:
             return []
         try:
-            reply = await self.client.execute(*self.push_args(delay_ms, None), *payloads,
+            reply = await self.client.execute(*push_args(self.name, delay_ms, None), *payloads,
                                               retry=False)
         except SchemaRejected as exc:
-            if exc.index is None and len(payloads) == 1:
-                exc.index = 0
-            if exc.index is not None and exc.index < len(payloads):
-                chosen = payloads[exc.index]
-                exc.payload = chosen.encode() if isinstance(chosen, str) else chosen
+            name_refused(exc, payloads)
             raise
         return [text(i) for i in reply] if isinstance(reply, list) else [text(reply)]
 
     async def pop(self, count: int = 1, *, visibility_ms: int | None = None,
                   block_ms: int | None = None) -> list[Message]:
-        args: list[Any] = ["Q.POP", self.name, "COUNT", count]
-        if visibility_ms is not None:
-            args += ["VISIBILITY", visibility_ms]
+        args = pop_args(self.name, count, visibility_ms)
         if block_ms is None:
             return messages(self.name, await self.client.execute(*args))
         left = block_ms
@@ -419,7 +406,7 @@ class Producer:
 
     async def push(self, payload: Payload, *, key: str | None = None,
                    delay_ms: float | None = None) -> str:
-        args = [*self.queue.push_args(delay_ms, key or uuid.uuid4().hex), payload]
+        args = [*push_args(self.queue.name, delay_ms, key or uuid.uuid4().hex), payload]
 
         async def send(r: aredis.Redis) -> str:
             return text(await r.execute_command(*args))
@@ -427,8 +414,7 @@ class Producer:
         try:
             message_id = await self.queue.client.call(send)
         except SchemaRejected as exc:
-            exc.payload = payload.encode() if isinstance(payload, str) else payload
-            exc.index = 0
+            name_refused(exc, [payload])
             raise
         self.counters.pushed += 1
         return message_id
@@ -443,15 +429,14 @@ class Producer:
         async def send(r: aredis.Redis) -> list[str]:
             pipe = r.pipeline(transaction=False)
             for payload, dedup in zip(payloads, dedups, strict=True):
-                pipe.execute_command(*self.queue.push_args(delay_ms, dedup), payload)
+                pipe.execute_command(*push_args(self.queue.name, delay_ms, dedup), payload)
             replies: list[Any] = await pipe.execute(raise_on_error=False)
             for index, reply in enumerate(replies):
                 if isinstance(reply, Exception):
                     error = translate(reply) if isinstance(reply, redis.ResponseError) else reply
                     if isinstance(error, SchemaRejected):
                         error.index = index
-                        chosen = payloads[index]
-                        error.payload = chosen.encode() if isinstance(chosen, str) else chosen
+                        name_refused(error, payloads)
                     raise error
             return [text(reply) for reply in replies]
 

@@ -20,7 +20,7 @@ import redis
 
 from narad.client.errors import SchemaRejected, translate
 from narad.client.messages import text
-from narad.client.queue import Payload, Queue
+from narad.client.queue import Payload, Queue, name_refused, push_args
 
 
 @dataclass
@@ -44,7 +44,7 @@ class Producer:
         dedup = key or uuid.uuid4().hex
         sends = 0
 
-        args = [*self.queue._push_args(delay_ms, dedup), payload]
+        args = [*push_args(self.queue.name, delay_ms, dedup), payload]
 
         def send(r: redis.Redis) -> str:
             nonlocal sends
@@ -54,7 +54,7 @@ class Producer:
         try:
             message_id = self.queue.client.call(send)
         except SchemaRejected as exc:
-            exc.payload, exc.index = _as_bytes(payload), 0
+            name_refused(exc, [payload])
             raise
         self.counters.pushed += 1
         self.counters.retried_calls += sends > 1
@@ -76,14 +76,14 @@ class Producer:
             sends += 1
             pipe = r.pipeline(transaction=False)
             for payload, dedup in zip(payloads, dedups, strict=True):
-                pipe.execute_command(*self.queue._push_args(delay_ms, dedup), payload)
+                pipe.execute_command(*push_args(self.queue.name, delay_ms, dedup), payload)
             replies: list[Any] = pipe.execute(raise_on_error=False)
             for index, reply in enumerate(replies):
                 if isinstance(reply, Exception):
                     error = translate(reply) if isinstance(reply, redis.ResponseError) else reply
                     if isinstance(error, SchemaRejected):
                         error.index = index
-                        error.payload = _as_bytes(payloads[index])
+                        name_refused(error, payloads)
                     raise error
             return [text(reply) for reply in replies]
 
@@ -91,7 +91,3 @@ class Producer:
         self.counters.pushed += len(ids)
         self.counters.retried_calls += sends > 1
         return ids
-
-
-def _as_bytes(payload: Payload) -> bytes:
-    return payload.encode() if isinstance(payload, str) else payload

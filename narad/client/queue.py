@@ -36,6 +36,47 @@ def _ms(value: float | int | None) -> int | None:
     return None if value is None else int(value)
 
 
+
+# The arguments of Q.* commands and the naming of a refused payload, shared by this
+# Queue and narad.client.aio's.
+
+
+def create_args(name: str, options: dict[str, Any], exist_ok: bool) -> list[Any]:
+    """Q.CREATE's arguments: each option given (not None), then NX with `exist_ok`."""
+    args: list[Any] = ["Q.CREATE", name]
+    for option, value in options.items():
+        if value is not None:
+            args += [option, value]
+    if exist_ok:
+        args.append("NX")
+    return args
+
+
+def push_args(name: str, delay_ms: float | None, dedup: str | None) -> list[Any]:
+    """Q.PUSH's arguments before its payloads."""
+    args: list[Any] = ["Q.PUSH", name]
+    if delay_ms:
+        args += ["DELAY", max(0, int(delay_ms))]
+    if dedup is not None:
+        args += ["DEDUP", dedup]
+    return args
+
+
+def pop_args(name: str, count: int, visibility_ms: int | None) -> list[Any]:
+    """Q.POP's arguments but BLOCK."""
+    args: list[Any] = ["Q.POP", name, "COUNT", count]
+    if visibility_ms is not None:
+        args += ["VISIBILITY", visibility_ms]
+    return args
+
+
+def name_refused(exc: SchemaRejected, payloads: Sequence[Payload]) -> None:
+    """Give a schema refusal of a push of `payloads` the payload it names."""
+    if exc.index is None and len(payloads) == 1:
+        exc.index = 0
+    if exc.index is not None and exc.index < len(payloads):
+        exc.payload = _as_bytes(payloads[exc.index])
+
 class Queue:
     """A queue by name, on a client. Creating this object sends nothing."""
 
@@ -55,15 +96,10 @@ class Queue:
         """Q.CREATE: True if the queue was made. SettingsConflict if it exists with
         other settings, unless `exist_ok` (NX: "make sure it exists", the settings
         of an existing queue are left as they are; False if it existed)."""
-        options = {"VISIBILITY": visibility_ms, "MAXRECEIVES": maxreceives, "DLQ": dlq,
-                   "DELAY": delay_ms, "RETENTION": retention_ms, "MAXBYTES": maxbytes,
-                   "DEDUPWINDOW": dedupwindow_ms}
-        args: list[Any] = ["Q.CREATE", self.name]
-        for name, value in options.items():
-            if value is not None:
-                args += [name, value]
-        if exist_ok:
-            args.append("NX")
+        args = create_args(self.name, {
+            "VISIBILITY": visibility_ms, "MAXRECEIVES": maxreceives, "DLQ": dlq,
+            "DELAY": delay_ms, "RETENTION": retention_ms, "MAXBYTES": maxbytes,
+            "DEDUPWINDOW": dedupwindow_ms}, exist_ok)
         reply = self.client.execute(*args)
         return not exist_ok or bool(reply)
 
@@ -92,11 +128,11 @@ class Queue:
              dedup: str | None = None) -> str:
         """Q.PUSH of one payload: its message ID. Retried across failover only when
         `dedup` is given (narad.client.Producer always gives one)."""
-        args = self._push_args(delay_ms, dedup)
+        args = push_args(self.name, delay_ms, dedup)
         try:
             return text(self.client.execute(*args, payload, retry=dedup is not None))
         except SchemaRejected as exc:
-            exc.payload, exc.index = _as_bytes(payload), 0
+            name_refused(exc, [payload])
             raise
 
     def push_many(self, payloads: Sequence[Payload], *, delay_ms: float | None = None) -> list[str]:
@@ -104,24 +140,13 @@ class Queue:
         retried (no DEDUP key can cover a batch: see Producer.push_many)."""
         if not payloads:
             return []
-        args = self._push_args(delay_ms, None)
+        args = push_args(self.name, delay_ms, None)
         try:
             reply = self.client.execute(*args, *payloads, retry=False)
         except SchemaRejected as exc:
-            if exc.index is None and len(payloads) == 1:
-                exc.index = 0
-            if exc.index is not None and exc.index < len(payloads):
-                exc.payload = _as_bytes(payloads[exc.index])
+            name_refused(exc, payloads)
             raise
         return [text(i) for i in reply] if isinstance(reply, list) else [text(reply)]
-
-    def _push_args(self, delay_ms: float | None, dedup: str | None) -> list[Any]:
-        args: list[Any] = ["Q.PUSH", self.name]
-        if delay_ms:
-            args += ["DELAY", max(0, int(delay_ms))]
-        if dedup is not None:
-            args += ["DEDUP", dedup]
-        return args
 
     # ---- consuming ------------------------------------------------------------------
 
@@ -130,9 +155,7 @@ class Queue:
         """Q.POP: up to `count` messages; [] when none (after `block_ms`, if given;
         0 waits until one comes). A delivery whose reply a lost connection swallowed
         comes back when its visibility deadline passes."""
-        args: list[Any] = ["Q.POP", self.name, "COUNT", count]
-        if visibility_ms is not None:
-            args += ["VISIBILITY", visibility_ms]
+        args = pop_args(self.name, count, visibility_ms)
         if block_ms is None:
             return messages(self.name, self.client.execute(*args))
         left = block_ms
