@@ -42,7 +42,7 @@ from narad.client.connect import (
     parse_url,
     sentinel_kwargs,
 )
-from narad.client.consumer import RENEW_WHEN_LEFT, ConsumerCounters
+from narad.client.consumer import RENEW_WHEN_LEFT, ConsumerCounters, retry_delay_ms
 from narad.client.errors import (
     RetryTimeout,
     SchemaRejected,
@@ -614,8 +614,7 @@ class Consumer:
             logger.warning("Q.ACK of %s failed: %s", job.id, exc)
 
     async def _nack(self, job: Job, exc: Exception) -> None:
-        delay = min(self.backoff_max_ms, self.backoff_base_ms * 2 ** (job.receives - 1))
-        delay *= random.uniform(0.5, 1.0)
+        delay = retry_delay_ms(job.receives, self.backoff_base_ms, self.backoff_max_ms)
         logger.info("job %s failed (receive %d): %r; retry in %d ms",
                     job.id, job.receives, exc, delay)
         try:

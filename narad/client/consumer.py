@@ -56,6 +56,12 @@ RENEW_WHEN_LEFT = 1 / 3
 FETCH_BLOCK_MS = 500
 
 
+def retry_delay_ms(receives: int, base_ms: float, max_ms: float) -> float:
+    """How long a failed job waits before it is visible again: exponential in its
+    receives, capped, with jitter (module docstring)."""
+    return float(min(max_ms, base_ms * 2 ** (receives - 1))) * random.uniform(0.5, 1.0)
+
+
 @dataclass
 class ConsumerCounters:
     """What the consumer did since it started; `snapshot()` copies them."""
@@ -300,8 +306,7 @@ class Consumer:
             self._count("errors")
 
     def _nack(self, job: Job, exc: Exception) -> None:
-        delay = min(self.backoff_max_ms, self.backoff_base_ms * 2 ** (job.receives - 1))
-        delay *= random.uniform(0.5, 1.0)
+        delay = retry_delay_ms(job.receives, self.backoff_base_ms, self.backoff_max_ms)
         logger.info("job %s failed (receive %d): %r; retry in %d ms",
                     job.id, job.receives, exc, delay)
         try:
