@@ -418,9 +418,10 @@ SETTINGS: tuple[Setting, ...] = (
         "queue-retention",
         IntKind(0, LLONG_MAX),
         7 * 24 * 3600 * 1000,
-        "Keep a queue's acked messages this many milliseconds, then delete the sealed"
-        " segments that hold only acked messages this old; a queue's RETENTION overrides"
-        " it (0: keep forever). Messages not yet acked are never deleted by age.",
+        "Keep the messages consumers acked this many milliseconds, then delete the"
+        " sealed segments that hold only such messages this old; a queue's RETENTION"
+        " overrides it (0: keep forever). A message no consumer acked is never deleted"
+        " by age.",
         STORAGE,
     ),
     Setting(
