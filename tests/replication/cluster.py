@@ -25,10 +25,16 @@ def offset(node: NaradProcess) -> int:
 
 
 def wait_synced(leader: NaradProcess, replicas: list[NaradProcess], timeout: float = 20) -> int:
-    """Wait until every replica holds the leader's position; that position."""
+    """Wait until every replica's link is up and it holds the leader's position;
+    that position. (An empty leader's position is a new replica's before its link is
+    up: the position alone would pass at once.)"""
+    def holds(replica: NaradProcess, target: int) -> bool:
+        info = replica.client().info("replication")
+        return info.get("master_link_status") == "up" and int(info["master_repl_offset"]) == target
+
     def synced() -> list[int]:
         target = offset(leader)
-        return [target] if all(offset(r) == target for r in replicas) else []
+        return [target] if all(holds(r, target) for r in replicas) else []
 
     found: list[int] = wait_until(synced, timeout=timeout)
     return found[0]
